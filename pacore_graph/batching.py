@@ -1,0 +1,127 @@
+"""Coalescing K explorers that share one prompt into ``n``-sample requests.
+
+Every explorer of a round sees the same input P(x, M), so K separate HTTP
+requests carry the same prompt K times. The graph keeps one LangGraph task per
+explorer (records, traces and custom explorers stay per trajectory), while
+this layer joins their first model calls into one request with ``n=K``: vLLM
+decodes the K samples with a shared prefix, and the client does 1/K of the
+HTTP work. A group is sent as soon as all K explorers have asked, or after a
+short window when some never do (a custom explorer that skips the call).
+
+Requests are cut into chunks of at most the limiter's capacity, and each
+chunk holds one limiter unit per sample: ``max_concurrency`` bounds sequences
+in flight on the server, batched or not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pacore_graph.client import ChatClient
+from pacore_graph.config import SamplingParams
+from pacore_graph.limits import SequenceLimiter
+from pacore_graph.records import Completion
+
+__all__ = ["SampleBatcher"]
+
+
+@dataclass(slots=True)
+class _Group:
+    messages: Sequence[Mapping[str, Any]]
+    expected: int
+    seed: int | None
+    waiters: list[asyncio.Future[Completion]] = field(default_factory=list)
+    timer: asyncio.TimerHandle | None = None
+
+
+class SampleBatcher:
+    """Hands out single samples, fetching them from the client in ``n``-batches."""
+
+    def __init__(
+        self,
+        client: ChatClient,
+        limiter: SequenceLimiter,
+        params: SamplingParams,
+        *,
+        enabled: bool = True,
+        window_s: float = 0.005,
+    ) -> None:
+        self.client = client
+        self.limiter = limiter
+        self.params = params
+        self.enabled = enabled
+        self.window_s = window_s
+        self._groups: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, dict[Hashable, _Group]
+        ] = weakref.WeakKeyDictionary()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def sample(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        group: Hashable,
+        expected: int,
+        seed: int | None = None,
+    ) -> Completion:
+        """One sample of ``messages``; callers with the same ``group`` share a request.
+
+        ``group`` must identify the prompt (e.g. run id and round), ``expected``
+        is how many callers will ask for it.
+        """
+        if not self.enabled or expected <= 1:
+            async with self.limiter.hold(1):
+                (completion,) = await self.client.complete(
+                    messages, n=1, params=self.params, seed=seed
+                )
+            return completion
+        loop = asyncio.get_running_loop()
+        groups = self._groups.get(loop)
+        if groups is None:
+            groups = self._groups[loop] = {}
+        pending = groups.get(group)
+        if pending is None:
+            pending = groups[group] = _Group(messages=messages, expected=expected, seed=seed)
+            pending.timer = loop.call_later(self.window_s, self._flush, groups, group)
+        fut: asyncio.Future[Completion] = loop.create_future()
+        pending.waiters.append(fut)
+        if len(pending.waiters) >= pending.expected:
+            self._flush(groups, group)
+        return await fut
+
+    def _flush(self, groups: dict[Hashable, _Group], key: Hashable) -> None:
+        pending = groups.pop(key, None)
+        if pending is None:
+            return
+        if pending.timer is not None:
+            pending.timer.cancel()
+        waiters = pending.waiters
+        step = self.limiter.capacity
+        for start in range(0, len(waiters), step):
+            chunk = waiters[start : start + step]
+            task = asyncio.get_running_loop().create_task(self._fetch(pending, chunk))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _fetch(self, group: _Group, waiters: list[asyncio.Future[Completion]]) -> None:
+        try:
+            async with self.limiter.hold(len(waiters)):
+                completions = await self.client.complete(
+                    group.messages, n=len(waiters), params=self.params, seed=group.seed
+                )
+        except asyncio.CancelledError:
+            for fut in waiters:
+                fut.cancel()
+            raise
+        except Exception as exc:
+            for fut in waiters:
+                if not fut.done():
+                    fut.set_exception(exc)
+            return
+        for fut, completion in zip(waiters, completions, strict=False):
+            if not fut.done():
+                fut.set_result(completion)

@@ -1,0 +1,285 @@
+"""The ``pacore`` command.
+
+``pacore run "QUESTION"`` answers one question; ``pacore run --input F --output
+G`` runs a dataset. With no ``--base-url`` it starts the embedded model (a
+llama.cpp server on loopback serving SmolLM2-135M-Instruct), runs, and stops
+it. Exit codes: 0 done, 1 the run failed, 2 bad arguments or input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import sys
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from pacore_graph.client import ChatClient, OpenAICompatClient
+from pacore_graph.compaction import compactor_from_name
+from pacore_graph.config import PRESETS, PaCoReConfig, RetryPolicy, SamplingParams
+from pacore_graph.errors import PaCoReError
+from pacore_graph.graph import ainvoke_pacore, build_pacore_graph
+from pacore_graph.prompts import SYNTHESIS_TEMPLATE
+from pacore_graph.records import PaCoReResult
+
+__all__ = ["build_parser", "main"]
+
+#: The embedded model is a 135M model on a CPU: without a cap it may ramble to
+#: the end of its context, so runs on it default to this many tokens per call.
+EMBEDDED_MAX_TOKENS = 256
+#: llama.cpp decodes one request at a time; more in flight only queue there.
+EMBEDDED_MAX_CONCURRENCY = 4
+
+
+class UsageError(Exception):
+    """Bad arguments or input: exit code 2."""
+
+
+def _rounds(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.replace(" ", "").split(",") if x]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--rounds takes comma-separated positive integers such as 8,2; got {text!r}"
+        ) from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pacore", description="PaCoRe parallel coordinated reasoning on LangGraph."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="answer a question, or run a JSONL dataset")
+    run.add_argument("question", nargs="?", help="the question (omit with --input)")
+    shape = run.add_mutually_exclusive_group()
+    shape.add_argument("--preset", choices=sorted(PRESETS), help="low=[4] medium=[16] high=[32,4]")
+    shape.add_argument(
+        "--rounds", type=_rounds, help="round widths K, e.g. 8,2 (a final K=1 round is added)"
+    )
+    run.add_argument("--base-url", help="OpenAI-compatible server, e.g. http://localhost:8000/v1")
+    run.add_argument("--model", help="served model name (required with --base-url)")
+    run.add_argument("--api-key", help="API key (default: $PACORE_API_KEY or $OPENAI_API_KEY)")
+    run.add_argument(
+        "--compactor", default="conclusion", help="conclusion | answer | budget:N | module:attr"
+    )
+    run.add_argument("--json", action="store_true", help="print one JSON object")
+    run.add_argument("--input", type=Path, help="JSONL dataset of {id, messages, ground_truth?}")
+    run.add_argument("--output", type=Path, help="results JSONL (resumed when it exists)")
+    run.add_argument(
+        "--max-concurrency", type=int, help="model calls in flight at most, shared by all problems"
+    )
+    run.add_argument("--temperature", type=float, default=None)
+    run.add_argument("--top-p", type=float, default=None)
+    run.add_argument("--max-tokens", type=int, default=None, help="per call (default: unset)")
+    run.add_argument("--timeout", type=float, default=None, help="seconds per model call")
+    run.add_argument("--seed", type=int, default=None, help="sampling seed sent to the server")
+    run.add_argument("--shuffle-seed", type=int, default=None, help="reference shuffle seed")
+    run.add_argument("--retries", type=int, default=None, help="attempts per call (default 4)")
+    run.add_argument(
+        "--client",
+        choices=["direct", "langchain"],
+        default="direct",
+        help="direct aiohttp client (fast) or LangChain ChatOpenAI",
+    )
+    run.add_argument(
+        "--no-batch", action="store_true", help="one request per explorer instead of n=K"
+    )
+    run.add_argument("--template", type=Path, help="Jinja2 file replacing the synthesis prompt")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return parser
+
+
+def _config(args: argparse.Namespace, embedded: bool) -> PaCoReConfig:
+    rounds = args.rounds or list(PRESETS[args.preset or "low"])
+    sampling: dict[str, Any] = {}
+    for key in ("temperature", "top_p", "max_tokens", "timeout", "seed"):
+        value = getattr(args, key)
+        if value is not None:
+            sampling[key] = value
+    if embedded and args.max_tokens is None:
+        sampling["max_tokens"] = EMBEDDED_MAX_TOKENS
+    fields: dict[str, Any] = {"rounds": rounds, "sampling": SamplingParams(**sampling)}
+    if args.max_concurrency is not None:
+        fields["max_concurrency"] = args.max_concurrency
+    elif embedded:
+        fields["max_concurrency"] = EMBEDDED_MAX_CONCURRENCY
+    if args.shuffle_seed is not None:
+        fields["shuffle_seed"] = args.shuffle_seed
+    if args.retries is not None:
+        fields["retry"] = RetryPolicy(max_attempts=args.retries)
+    if args.no_batch:
+        fields["batch_samples"] = False
+    return PaCoReConfig(**fields)
+
+
+def _format_validation(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "config"
+        parts.append(f"{where}: {err['msg']}")
+    return "invalid configuration: " + "; ".join(parts)
+
+
+@dataclass
+class _Endpoint:
+    base_url: str
+    model: str
+
+
+@contextlib.asynccontextmanager
+async def _endpoint(args: argparse.Namespace) -> AsyncIterator[_Endpoint]:
+    if args.base_url:
+        if not args.model:
+            raise UsageError("--model is required with --base-url (the served model's name)")
+        yield _Endpoint(args.base_url, args.model)
+        return
+    from pacore_graph.embedded import EmbeddedServer
+
+    print(
+        "starting the embedded model server (SmolLM2-135M-Instruct, llama.cpp)...", file=sys.stderr
+    )
+    started = time.perf_counter()
+    async with EmbeddedServer() as server:
+        print(
+            f"embedded server ready in {time.perf_counter() - started:.1f}s at {server.base_url}",
+            file=sys.stderr,
+        )
+        yield _Endpoint(server.base_url, server.model)
+
+
+def _client(args: argparse.Namespace, endpoint: _Endpoint, config: PaCoReConfig) -> ChatClient:
+    if args.client == "langchain":
+        from pacore_graph.models import LangChainChatClient, make_chat_model
+
+        chat = make_chat_model(
+            endpoint.base_url,
+            endpoint.model,
+            api_key=args.api_key,
+            sampling=config.sampling,
+            retry=config.retry,
+        )
+        return LangChainChatClient(chat, model=endpoint.model)
+    return OpenAICompatClient(
+        endpoint.base_url, endpoint.model, api_key=args.api_key, retry=config.retry
+    )
+
+
+def _summary(result: PaCoReResult) -> str:
+    widths = "+".join(str(len(r)) for r in result.rounds)
+    per_round = ", ".join(str(t) for t in result.ttc_per_round)
+    return (
+        f"rounds: {len(result.rounds)} ({widths})  trajectories: {len(result.trajectories)}  "
+        f"failures: {result.failures}  truncated: {result.truncations}  "
+        f"effective TTC: {result.effective_ttc} tokens ({per_round})  "
+        f"wall: {result.wall_s:.1f}s"
+    )
+
+
+async def _run(args: argparse.Namespace) -> int:
+    if args.input is None and not args.question:
+        raise UsageError("give a QUESTION, or --input data.jsonl --output results.jsonl")
+    if args.input is not None and args.question:
+        raise UsageError("give either a QUESTION or --input, not both")
+    if args.input is not None and args.output is None:
+        raise UsageError("--input needs --output (results are written as each problem finishes)")
+    if args.question is not None and not args.question.strip():
+        raise UsageError("empty problem: the question has no text")
+    embedded = not args.base_url
+    try:
+        config = _config(args, embedded)
+    except ValidationError as exc:
+        raise UsageError(_format_validation(exc)) from None
+    try:
+        compactor = compactor_from_name(args.compactor)
+    except (ValueError, ImportError, AttributeError, TypeError) as exc:
+        raise UsageError(str(exc)) from None
+    template = args.template.read_text(encoding="utf-8") if args.template else SYNTHESIS_TEMPLATE
+    records: list[Any] = []
+    input_errors: list[Any] = []
+    if args.input is not None:
+        from pacore_graph.runner import read_dataset
+
+        if not args.input.exists():
+            raise UsageError(f"--input {args.input}: no such file")
+        records, input_errors = read_dataset(args.input)
+        for err in input_errors:
+            print(f"{args.input}:{err}", file=sys.stderr)
+        if not records:
+            raise UsageError(f"{args.input}: no usable records")
+
+    async with _endpoint(args) as endpoint:
+        client = _client(args, endpoint, config)
+        try:
+            graph = build_pacore_graph(
+                client, config=config, compactor=compactor, template=template
+            )
+        except (ValueError, TypeError) as exc:
+            raise UsageError(str(exc)) from None
+        try:
+            if args.input is None:
+                result = await ainvoke_pacore(graph, args.question)
+                if args.json:
+                    print(json.dumps(result.to_dict(), ensure_ascii=False))
+                else:
+                    print(result.answer.strip())
+                    print()
+                    print(_summary(result))
+                return 0
+            from pacore_graph.runner import run_dataset
+
+            summary = await run_dataset(
+                graph,
+                records,
+                args.output,
+                progress=not args.no_progress,
+                max_problems_in_flight=max(config.max_concurrency, 1),
+            )
+            report = {
+                "output": str(args.output),
+                "problems": summary.total,
+                "skipped_finished": summary.skipped,
+                "succeeded": summary.succeeded,
+                "failed": summary.failed,
+                "input_errors": len(input_errors),
+                "effective_ttc": summary.effective_ttc,
+                "wall_s": round(summary.wall_s, 2),
+            }
+            if args.json:
+                print(json.dumps(report))
+            else:
+                print(" ".join(f"{k}={v}" for k, v in report.items()))
+            return 1 if summary.failed else 0
+        finally:
+            aclose = getattr(client, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "run":
+            return asyncio.run(_run(args))
+    except UsageError as exc:
+        print(f"pacore: error: {exc}", file=sys.stderr)
+        return 2
+    except PaCoReError as exc:
+        print(f"pacore: run failed: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("pacore: interrupted", file=sys.stderr)
+        return 130
+    parser.error(f"unknown command {args.command!r}")
+    return 2  # pragma: no cover
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

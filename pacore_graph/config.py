@@ -1,0 +1,159 @@
+"""Run configuration: round widths, sampling, retries, concurrency.
+
+Everything a PaCoRe run depends on is one frozen pydantic value, validated
+when the graph is *built*: a bad K vector or temperature fails before a single
+request is sent, with a message that names the field and its allowed range.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+__all__ = [
+    "MAX_ROUND_WIDTH",
+    "PRESETS",
+    "PaCoReConfig",
+    "PresetName",
+    "RetryPolicy",
+    "SamplingParams",
+]
+
+PresetName = Literal["low", "medium", "high"]
+
+#: The paper's presets (Table 1), as *configured*: the final K=1 round is
+#: appended at run time, exactly like the public pipeline's
+#: ``num_responses_per_round``.
+PRESETS: dict[str, tuple[int, ...]] = {
+    "low": (4,),
+    "medium": (16,),
+    "high": (32, 4),
+}
+
+#: Upper bound on one round's width. Far above the paper's 32; it exists so a
+#: typo such as ``--rounds 3200`` fails loudly instead of sending 3,200 calls.
+MAX_ROUND_WIDTH = 1024
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class SamplingParams(_Frozen):
+    """Sampling settings sent with every explorer call.
+
+    Defaults are the public pipeline's: temperature 1.0, top_p 1.0 and no
+    ``max_tokens`` (the server's context decides), because PaCoRe-8B was
+    trained with those; diversity between explorers comes from sampling.
+    """
+
+    temperature: float = Field(1.0, ge=0.0, le=2.0)
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    max_tokens: int | None = Field(None, ge=1)
+    timeout: float = Field(600.0, gt=0.0, description="Seconds per HTTP request.")
+    seed: int | None = Field(
+        None, description="Base seed; explorer i of round r is sent seed + 1000*r + i."
+    )
+    logprobs: bool = Field(False, description="Ask the server for token log-probabilities.")
+    extra_body: dict[str, Any] = Field(
+        default_factory=dict, description="Extra JSON fields for the server (e.g. vLLM's top_k)."
+    )
+
+    def request_fields(self) -> dict[str, Any]:
+        """The JSON fields of a chat-completions request these settings produce."""
+        body: dict[str, Any] = {"temperature": self.temperature, "top_p": self.top_p}
+        if self.max_tokens is not None:
+            body["max_tokens"] = self.max_tokens
+        if self.logprobs:
+            body["logprobs"] = True
+        body.update(self.extra_body)
+        return body
+
+
+class RetryPolicy(_Frozen):
+    """Retries with exponential backoff for 429, 5xx and connection errors.
+
+    Other 4xx answers (a bad request, an unknown model) are not retried: they
+    would fail the same way again.
+    """
+
+    max_attempts: int = Field(4, ge=1, le=20)
+    initial_backoff: float = Field(0.5, ge=0.0, le=60.0)
+    max_backoff: float = Field(8.0, ge=0.0, le=600.0)
+    multiplier: float = Field(2.0, ge=1.0, le=10.0)
+
+    def backoff(self, attempt: int) -> float:
+        """Seconds to wait before retry number ``attempt`` (1-based)."""
+        return min(self.max_backoff, self.initial_backoff * self.multiplier ** (attempt - 1))
+
+
+class PaCoReConfig(_Frozen):
+    """One PaCoRe run's shape.
+
+    ``rounds`` is K as configured, e.g. ``[32, 4]`` for ``high``; the run adds
+    a final round of width 1 whose single trajectory is the answer, so
+    ``[32, 4]`` runs 32, 4, then 1 (see :attr:`schedule`).
+    """
+
+    rounds: tuple[int, ...] = Field(PRESETS["low"], min_length=1)
+    sampling: SamplingParams = Field(default_factory=SamplingParams)
+    retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    shuffle_seed: int | None = Field(
+        42,
+        description="Seed for shuffling each round's messages before synthesis (order bias); "
+        "None keeps explorer order.",
+    )
+    max_concurrency: int = Field(
+        64, ge=1, le=100_000, description="Model calls (sequences) in flight at most."
+    )
+    batch_samples: bool = Field(
+        True,
+        description="Send explorers that share a prompt as one request with n=K "
+        "(vLLM shares the prefix; far less HTTP work). Servers that ignore n get "
+        "the missing samples as separate requests.",
+    )
+
+    @field_validator("rounds", mode="before")
+    @classmethod
+    def _check_rounds(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            raise ValueError(
+                "rounds must be a list of round widths such as [32, 4], not a string "
+                "(the CLI's --rounds takes '32,4')"
+            )
+        try:
+            widths = list(value)
+        except TypeError:
+            raise ValueError(f"rounds must be a list of positive integers, got {value!r}") from None
+        if not widths:
+            raise ValueError("rounds must hold at least one round width K >= 1, e.g. [4]")
+        for i, k in enumerate(widths):
+            if isinstance(k, bool) or not isinstance(k, int):
+                raise ValueError(f"rounds[{i}] = {k!r}: each round width K must be an integer")
+            if not 1 <= k <= MAX_ROUND_WIDTH:
+                raise ValueError(
+                    f"rounds[{i}] = {k}: each round width K must be in [1, {MAX_ROUND_WIDTH}]"
+                )
+        return tuple(widths)
+
+    @property
+    def schedule(self) -> tuple[int, ...]:
+        """The widths actually run: the configured rounds plus the final K=1."""
+        return (*self.rounds, 1)
+
+    @classmethod
+    def from_preset(cls, name: str, **overrides: Any) -> PaCoReConfig:
+        """``low`` = [4], ``medium`` = [16], ``high`` = [32, 4] (the paper's Table 1)."""
+        try:
+            rounds = PRESETS[name]
+        except KeyError:
+            raise ValueError(f"preset must be one of {', '.join(PRESETS)}; got {name!r}") from None
+        return cls(rounds=rounds, **overrides)
+
+    def preset_name(self) -> str | None:
+        """The preset these rounds match, if any (for reports and traces)."""
+        for name, rounds in PRESETS.items():
+            if rounds == self.rounds:
+                return name
+        return None

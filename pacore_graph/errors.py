@@ -1,0 +1,38 @@
+"""The exceptions a user can act on, in one place."""
+
+from __future__ import annotations
+
+__all__ = [
+    "ModelCallError",
+    "PaCoReError",
+    "RoundFailedError",
+]
+
+
+class PaCoReError(RuntimeError):
+    """Base class of pacore-graph's own errors."""
+
+
+class ModelCallError(PaCoReError):
+    """A chat call failed for good (after retries, or with a non-retryable answer).
+
+    ``status`` is the HTTP status when there was one; ``retryable`` says whether
+    the failure was of a kind that retries are for (429, 5xx, connection, timeout).
+    """
+
+    def __init__(
+        self, message: str, *, status: int | None = None, retryable: bool = False, attempts: int = 1
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retryable = retryable
+        self.attempts = attempts
+
+
+class RoundFailedError(PaCoReError):
+    """Every explorer call of a round failed, so there is nothing to synthesise from."""
+
+    def __init__(self, message: str, *, round_index: int, errors: list[str]) -> None:
+        super().__init__(message)
+        self.round_index = round_index
+        self.errors = errors

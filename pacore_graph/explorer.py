@@ -1,0 +1,138 @@
+"""Explorers: what runs for each of the K parallel trajectories of a round.
+
+The round node sends each explorer an :class:`ExploreTask` (its round, index,
+the shared prompt P(x, M) and a seed); the explorer returns a
+:class:`~pacore_graph.records.Trajectory`. Failures are *recorded*: an explorer
+catches the model error and returns a trajectory with ``error`` set, so one bad
+call never sinks its siblings.
+
+- :class:`ChatExplorer` is the plain explorer, one chat call. It runs as a
+  plain LangGraph node rather than a one-node compiled subgraph because a
+  subgraph costs about 3x the scheduling per ``Send`` (measured in
+  ``benchmarks/``), and a PaCoRe run sends thousands.
+- :class:`GraphExplorer` plugs in any compiled LangGraph graph (for example a
+  model <-> tool loop) whose input has a ``task`` key and whose output has a
+  ``trajectory`` key; it runs as a real subgraph, with its own steps visible
+  in ``astream(subgraphs=True)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from langchain_core.runnables import RunnableConfig
+
+from pacore_graph.batching import SampleBatcher
+from pacore_graph.errors import ModelCallError
+from pacore_graph.records import Trajectory
+
+__all__ = [
+    "ChatExplorer",
+    "ExploreTask",
+    "Explorer",
+    "GraphExplorer",
+    "failed_trajectory",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExploreTask:
+    """What one explorer is asked to do: the ``Send`` payload of a round.
+
+    ``messages`` is the same tuple object for all K explorers of a round (no
+    copies); ``references`` are the previous-round indices of the messages in
+    it, in prompt order.
+    """
+
+    run_id: str
+    problem_id: str | None
+    round: int
+    index: int
+    width: int
+    messages: tuple[Mapping[str, Any], ...]
+    references: tuple[int, ...] = ()
+    seed: int | None = None
+
+    @property
+    def group(self) -> tuple[str, int]:
+        """Explorers of one round share a prompt, and so a batch."""
+        return (self.run_id, self.round)
+
+
+@runtime_checkable
+class Explorer(Protocol):
+    """Produces one trajectory for one task; must not raise for a failed model call."""
+
+    async def explore(self, task: ExploreTask, config: RunnableConfig) -> Trajectory: ...
+
+
+def failed_trajectory(
+    task: ExploreTask, error: BaseException | str, latency_s: float = 0.0
+) -> Trajectory:
+    """The record of an explorer whose call failed: error kept, no message."""
+    text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+    return Trajectory(
+        round=task.round,
+        index=task.index,
+        error=text,
+        references=task.references,
+        latency_s=latency_s,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ChatExplorer:
+    """The plain explorer: one sample of the round's prompt."""
+
+    batcher: SampleBatcher
+
+    async def explore(self, task: ExploreTask, config: RunnableConfig) -> Trajectory:
+        seed = task.seed
+        if seed is not None and self.batcher.enabled:
+            seed -= task.index  # one request for the round: one seed for the round
+        try:
+            c = await self.batcher.sample(
+                task.messages, group=task.group, expected=task.width, seed=seed
+            )
+        except ModelCallError as exc:
+            return failed_trajectory(task, str(exc))
+        return Trajectory(
+            round=task.round,
+            index=task.index,
+            content=c.content,
+            reasoning=c.reasoning,
+            finish_reason=c.finish_reason,
+            prompt_tokens=c.prompt_tokens,
+            completion_tokens=c.completion_tokens,
+            latency_s=c.latency_s,
+            references=task.references,
+            tokens_estimated=c.tokens_estimated,
+            logprobs=c.logprobs,
+            token_ids=c.token_ids,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class GraphExplorer:
+    """Runs a compiled LangGraph graph per trajectory: ``{"task"}`` in, ``{"trajectory"}`` out."""
+
+    graph: Any
+
+    def __post_init__(self) -> None:
+        if not hasattr(self.graph, "ainvoke"):
+            raise TypeError("GraphExplorer needs a compiled LangGraph graph (with ainvoke)")
+
+    async def explore(self, task: ExploreTask, config: RunnableConfig) -> Trajectory:
+        try:
+            out = await self.graph.ainvoke({"task": task}, config)
+        except ModelCallError as exc:
+            return failed_trajectory(task, str(exc))
+        trajectory = out.get("trajectory") if isinstance(out, Mapping) else None
+        if not isinstance(trajectory, Trajectory):
+            raise TypeError(
+                "an explorer graph must return a 'trajectory' key holding a Trajectory; "
+                f"got keys {sorted(out) if isinstance(out, Mapping) else type(out).__name__}"
+            )
+        return trajectory

@@ -1,0 +1,222 @@
+"""The immutable records that flow through a run: samples, trajectories, results.
+
+They are frozen, slotted, keyword-only dataclasses (like LangGraph's ``Send``):
+cheap to create by the thousand, safe to share between parallel explorers, and
+plain enough to serialise to the JSON the CLI prints and the RL adapter reads.
+Rounds and indices are 0-based; the final K=1 round is the last round.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = [
+    "Completion",
+    "PaCoReResult",
+    "ToolCallRecord",
+    "Trajectory",
+    "trajectory_id",
+]
+
+
+def trajectory_id(round_index: int, index: int) -> str:
+    """Stable name of a trajectory within a run, e.g. ``r0.3``."""
+    return f"r{round_index}.{index}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Completion:
+    """One sample returned by a chat model: what the server said, nothing inferred.
+
+    ``tokens_estimated`` is true when the server reported usage only for a
+    whole ``n``-sample request and this sample's share was apportioned by
+    text length (the total over the request stays exact).
+    """
+
+    content: str
+    reasoning: str | None = None
+    finish_reason: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    tokens_estimated: bool = False
+    logprobs: Any = None
+    token_ids: tuple[int, ...] | None = None
+    model: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallRecord:
+    """One tool call made by a tool-using explorer, and what it returned."""
+
+    name: str
+    arguments: Mapping[str, Any]
+    output: str
+    error: str | None = None
+    latency_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Trajectory:
+    """One explorer's call in one round, with its compacted message.
+
+    A failed call has ``error`` set and ``message`` None: it is recorded, never
+    turned into an empty string, and it is left out of the next round's
+    references. ``references`` are the indices (in the previous round) of the
+    messages that were in this trajectory's prompt, in prompt order: the edges
+    of the run's message-passing graph.
+    """
+
+    round: int
+    index: int
+    content: str = ""
+    reasoning: str | None = None
+    message: str | None = None
+    finish_reason: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    error: str | None = None
+    references: tuple[int, ...] = ()
+    tokens_estimated: bool = False
+    tool_calls: tuple[ToolCallRecord, ...] = ()
+    logprobs: Any = None
+    token_ids: tuple[int, ...] | None = None
+
+    @property
+    def id(self) -> str:
+        return trajectory_id(self.round, self.index)
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None
+
+    @property
+    def truncated(self) -> bool:
+        """The server stopped it at ``max_tokens`` (or the context limit)."""
+        return self.finish_reason == "length"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready record (the CLI's ``rounds`` entries and results.jsonl)."""
+        data = asdict(self)
+        data["id"] = self.id
+        data["failed"] = self.failed
+        data["truncated"] = self.truncated
+        data["references"] = list(self.references)
+        data["tool_calls"] = [dict(asdict(call)) for call in self.tool_calls]
+        if self.token_ids is not None:
+            data["token_ids"] = list(self.token_ids)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Trajectory:
+        """Inverse of :meth:`to_dict` (derived keys are ignored)."""
+        calls = tuple(
+            ToolCallRecord(
+                name=c["name"],
+                arguments=c.get("arguments", {}),
+                output=c.get("output", ""),
+                error=c.get("error"),
+                latency_s=c.get("latency_s", 0.0),
+            )
+            for c in data.get("tool_calls", ())
+        )
+        token_ids = data.get("token_ids")
+        return cls(
+            round=int(data["round"]),
+            index=int(data["index"]),
+            content=data.get("content", ""),
+            reasoning=data.get("reasoning"),
+            message=data.get("message"),
+            finish_reason=data.get("finish_reason"),
+            prompt_tokens=int(data.get("prompt_tokens", 0)),
+            completion_tokens=int(data.get("completion_tokens", 0)),
+            latency_s=float(data.get("latency_s", 0.0)),
+            error=data.get("error"),
+            references=tuple(data.get("references", ())),
+            tokens_estimated=bool(data.get("tokens_estimated", False)),
+            tool_calls=calls,
+            logprobs=data.get("logprobs"),
+            token_ids=tuple(token_ids) if token_ids is not None else None,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PaCoReResult:
+    """The outcome of one PaCoRe run on one problem.
+
+    Effective test-time compute (TTC) is the paper's measure: the sum of all
+    trajectories' completion tokens over all rounds, failed calls included
+    when the server reported tokens for them.
+    """
+
+    answer: str
+    reasoning: str | None
+    rounds: tuple[tuple[Trajectory, ...], ...]
+    schedule: tuple[int, ...]
+    problem_id: str | None = None
+    wall_s: float = 0.0
+    model: str | None = None
+    preset: str | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def final(self) -> Trajectory:
+        return self.rounds[-1][0]
+
+    @property
+    def ttc_per_round(self) -> tuple[int, ...]:
+        return tuple(sum(t.completion_tokens for t in rnd) for rnd in self.rounds)
+
+    @property
+    def effective_ttc(self) -> int:
+        return sum(self.ttc_per_round)
+
+    @property
+    def trajectories(self) -> tuple[Trajectory, ...]:
+        return tuple(t for rnd in self.rounds for t in rnd)
+
+    @property
+    def failures(self) -> int:
+        return sum(t.failed for t in self.trajectories)
+
+    @property
+    def truncations(self) -> int:
+        return sum(t.truncated for t in self.trajectories)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object ``pacore run --json`` prints."""
+        return {
+            "problem_id": self.problem_id,
+            "answer": self.answer,
+            "reasoning": self.reasoning,
+            "effective_ttc": self.effective_ttc,
+            "ttc_per_round": list(self.ttc_per_round),
+            "schedule": list(self.schedule),
+            "preset": self.preset,
+            "model": self.model,
+            "trajectories": len(self.trajectories),
+            "failures": self.failures,
+            "truncations": self.truncations,
+            "wall_s": round(self.wall_s, 4),
+            "rounds": [[t.to_dict() for t in rnd] for rnd in self.rounds],
+            **({"extra": dict(self.extra)} if self.extra else {}),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PaCoReResult:
+        """Rebuild a result from :meth:`to_dict` output (e.g. a results.jsonl line)."""
+        rounds: Sequence[Sequence[Mapping[str, Any]]] = data["rounds"]
+        return cls(
+            answer=data.get("answer", ""),
+            reasoning=data.get("reasoning"),
+            rounds=tuple(tuple(Trajectory.from_dict(t) for t in rnd) for rnd in rounds),
+            schedule=tuple(data.get("schedule", [len(r) for r in rounds])),
+            problem_id=data.get("problem_id"),
+            wall_s=float(data.get("wall_s", 0.0)),
+            model=data.get("model"),
+            preset=data.get("preset"),
+            extra=data.get("extra", {}),
+        )

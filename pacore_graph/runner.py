@@ -1,0 +1,227 @@
+"""Batch runs over a JSONL dataset, resumable, written as each problem finishes.
+
+Input records use the public PaCoRe pipeline's format: ``{"id", "messages",
+"ground_truth"?, ...}``. Output lines carry the public pipeline's fields
+(``request_id``, ``final_response``, ``final_reasoning_content``,
+``round_responses``) plus this project's full record (``answer``,
+``effective_ttc``, ``rounds`` of trajectory records, ...).
+
+- A malformed input line is reported with its line number and skipped; the
+  other problems run.
+- A problem whose run fails is written with ``"error"`` and is *not* counted
+  as finished, so a re-run retries it; a re-run with the same output file
+  skips ids that already have a successful line.
+- Every problem goes through one compiled graph, so the graph's concurrency
+  limit on model calls is shared by all of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from tqdm import tqdm
+
+from pacore_graph.graph import normalize_conversation
+from pacore_graph.records import PaCoReResult
+
+__all__ = [
+    "DatasetRecord",
+    "InputError",
+    "RunSummary",
+    "finished_ids",
+    "read_dataset",
+    "result_line",
+    "run_dataset",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DatasetRecord:
+    """One problem of a dataset, with the line it came from."""
+
+    id: str
+    messages: tuple[Mapping[str, Any], ...]
+    line: int
+    ground_truth: Any = None
+    raw: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InputError:
+    """A dataset line that could not be used, and why."""
+
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"line {self.line}: {self.message}"
+
+
+@dataclass(slots=True)
+class RunSummary:
+    """Counts of a dataset run."""
+
+    total: int = 0
+    skipped: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    input_errors: list[InputError] = field(default_factory=list)
+    wall_s: float = 0.0
+    effective_ttc: int = 0
+
+
+def _parse_line(text: str, lineno: int, seen: set[str]) -> DatasetRecord:
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"expected a JSON object, got {type(data).__name__}")
+    messages = data.get("messages")
+    if messages is None and isinstance(data.get("conversation"), list):
+        messages = data["conversation"]  # PaCoRe-Train records
+    if messages is None and isinstance(data.get("question"), str):
+        messages = [{"role": "user", "content": data["question"]}]
+    if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+        raise ValueError("'messages' must be a list of {role, content} objects")
+    normalize_conversation(messages)  # raises on an empty problem
+    raw_id = data.get("id", f"req_{lineno - 1}")
+    record_id = str(raw_id)
+    if record_id in seen:
+        raise ValueError(f"duplicate id {record_id!r}")
+    seen.add(record_id)
+    gt = data.get("ground_truth")
+    return DatasetRecord(
+        id=record_id, messages=tuple(messages), line=lineno, ground_truth=gt, raw=data
+    )
+
+
+def read_dataset(path: str | Path) -> tuple[list[DatasetRecord], list[InputError]]:
+    """Parse a JSONL dataset; bad lines become :class:`InputError` values, not exceptions."""
+    records: list[DatasetRecord] = []
+    errors: list[InputError] = []
+    seen: set[str] = set()
+    with open(path, encoding="utf-8") as fh:
+        for lineno, text in enumerate(fh, start=1):
+            if not text.strip():
+                continue
+            try:
+                records.append(_parse_line(text, lineno, seen))
+            except ValueError as exc:
+                errors.append(InputError(line=lineno, message=str(exc)))
+    return records, errors
+
+
+def finished_ids(path: str | Path) -> set[str]:
+    """Ids that already have a successful line in an output file (for resuming)."""
+    done: set[str] = set()
+    p = Path(path)
+    if not p.exists():
+        return done
+    with open(p, encoding="utf-8") as fh:
+        for text in fh:
+            try:
+                data = json.loads(text)
+            except ValueError:
+                continue  # a line cut by an interrupted run: run that problem again
+            if isinstance(data, dict) and not data.get("error") and "request_id" in data:
+                done.add(str(data["request_id"]))
+    return done
+
+
+def result_line(record: DatasetRecord, result: PaCoReResult) -> dict[str, Any]:
+    """One output line: the public pipeline's fields first, then ours."""
+    final = result.final
+    line: dict[str, Any] = {
+        "request_id": record.id,
+        "final_response": final.content,
+        "final_reasoning_content": final.reasoning or "",
+        "round_responses": [
+            [{"content": t.content, "reasoning_content": t.reasoning or ""} for t in rnd]
+            for rnd in result.rounds
+        ],
+        "id": record.id,
+        "messages": list(record.messages),
+    }
+    if record.ground_truth is not None:
+        line["ground_truth"] = record.ground_truth
+    for key in ("category",):
+        if key in record.raw:
+            line[key] = record.raw[key]
+    line.update(result.to_dict())
+    line["problem_id"] = record.id
+    return line
+
+
+def _error_line(record: DatasetRecord, exc: BaseException) -> dict[str, Any]:
+    return {
+        "request_id": record.id,
+        "id": record.id,
+        "error": f"{type(exc).__name__}: {exc}",
+        "messages": list(record.messages),
+    }
+
+
+async def run_dataset(
+    graph: Any,
+    records: Iterable[DatasetRecord],
+    output: str | Path,
+    *,
+    max_problems_in_flight: int = 256,
+    progress: bool = True,
+    on_result: Callable[[DatasetRecord, PaCoReResult | None, BaseException | None], None]
+    | None = None,
+    progress_file: IO[str] | None = None,
+) -> RunSummary:
+    """Run every record not already finished in ``output``; append one line per problem."""
+    started = time.perf_counter()
+    out_path = Path(output)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    done = finished_ids(out_path)
+    todo = [r for r in records if r.id not in done]
+    summary = RunSummary(total=len(todo) + len(done & {r.id for r in records}))
+    summary.skipped = summary.total - len(todo)
+    gate = asyncio.Semaphore(max(1, max_problems_in_flight))
+    bar = tqdm(
+        total=len(todo),
+        desc="problems",
+        unit="pb",
+        disable=not progress,
+        file=progress_file or sys.stderr,
+    )
+    with open(out_path, "a", encoding="utf-8") as sink:
+
+        async def one(record: DatasetRecord) -> None:
+            async with gate:
+                state = {"messages": list(record.messages), "problem_id": record.id}
+                try:
+                    out = await graph.ainvoke(state)
+                    result: PaCoReResult = out["result"]
+                except Exception as exc:
+                    summary.failed += 1
+                    sink.write(json.dumps(_error_line(record, exc), ensure_ascii=False) + "\n")
+                    if on_result:
+                        on_result(record, None, exc)
+                else:
+                    summary.succeeded += 1
+                    summary.effective_ttc += result.effective_ttc
+                    sink.write(json.dumps(result_line(record, result), ensure_ascii=False) + "\n")
+                    if on_result:
+                        on_result(record, result, None)
+                sink.flush()
+                bar.update(1)
+                bar.set_postfix(failed=summary.failed, refresh=False)
+
+        try:
+            await asyncio.gather(*(one(r) for r in todo))
+        finally:
+            bar.close()
+    summary.wall_s = time.perf_counter() - started
+    return summary

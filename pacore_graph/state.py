@@ -1,0 +1,62 @@
+"""The PaCoRe graph's state, input and output schemas.
+
+``messages`` uses LangGraph's ``add_messages`` reducer, so the graph speaks
+``MessagesState``: a user's chat graph can add the compiled PaCoRe graph as a
+node and get the answer appended to its conversation as an ``AIMessage``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, TypedDict
+
+from langchain_core.messages import AnyMessage
+from langgraph.graph.message import add_messages
+
+from pacore_graph.records import PaCoReResult, Trajectory
+
+__all__ = [
+    "PaCoReInput",
+    "PaCoReOutput",
+    "PaCoReState",
+    "collect_trajectories",
+]
+
+
+def collect_trajectories(
+    current: list[Trajectory] | None, update: list[Trajectory] | None
+) -> list[Trajectory]:
+    """Fan-in reducer: explorers append; the compaction node empties it with None."""
+    if update is None:
+        return []
+    return [*(current or ()), *update]
+
+
+class PaCoReInput(TypedDict, total=False):
+    """What a caller passes: the conversation (its last user message is the problem)."""
+
+    messages: Annotated[list[AnyMessage], add_messages]
+    problem_id: str
+
+
+class PaCoReOutput(TypedDict, total=False):
+    """What a caller gets back: the conversation with the answer, and the full record."""
+
+    messages: Annotated[list[AnyMessage], add_messages]
+    answer: str
+    result: PaCoReResult
+
+
+class PaCoReState(TypedDict, total=False):
+    messages: Annotated[list[AnyMessage], add_messages]
+    problem_id: str
+    answer: str
+    result: PaCoReResult
+    # Internal: the run in progress.
+    run_id: str
+    started: float
+    conversation: tuple[dict[str, Any], ...]
+    round: int
+    prompt: tuple[dict[str, Any], ...]
+    prompt_refs: tuple[int, ...]
+    pending: Annotated[list[Trajectory], collect_trajectories]
+    rounds: tuple[tuple[Trajectory, ...], ...]

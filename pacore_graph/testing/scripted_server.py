@@ -1,0 +1,800 @@
+"""A scripted, OpenAI-compatible chat-completions server for tests and benchmarks.
+
+Why our own server instead of mocking the client: PaCoRe fans out many concurrent
+HTTP calls through LangChain / the ``openai`` SDK, and the bugs worth catching live
+in that path (retries, connection errors, ``n`` choices, reasoning field names,
+truncation, streaming).  A real HTTP server exercises all of it, while a scripted
+one stays fast, free and deterministic.
+
+Determinism is *by input, never by call order*: a reply depends only on the
+request (last user message, sample index, seed, ...), so results do not change
+when a graph reorders or parallelises its calls.  Failures are deterministic too:
+they are keyed by a hash of the request body and the attempt number for that
+same body, so a retry of a failed call can succeed.
+
+Tokens are counted as whitespace-separated words (``str.split()``).  That is
+crude but stable and cheap, and it is all tests need to check ``max_tokens``
+truncation and usage accounting.
+
+Three ways to run it:
+
+1. in-process from async code: ``async with ScriptedServer() as srv: srv.base_url``;
+2. from sync code in a background thread with its own loop:
+   ``with ScriptedServer().run_in_thread() as srv: ...``;
+3. as a separate process (benchmarks):
+   ``python -m pacore_graph.testing.scripted_server --port 0`` prints
+   ``READY http://127.0.0.1:PORT/v1`` and serves until SIGTERM / SIGINT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import functools
+import hashlib
+import inspect
+import itertools
+import json
+import re
+import signal
+import sys
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, cast, get_args
+
+from aiohttp import web
+
+__all__ = [
+    "DISCONNECT_STATUS",
+    "FailureMode",
+    "LoggedRequest",
+    "ReasoningMode",
+    "RespondFn",
+    "ScriptedReply",
+    "ScriptedRequest",
+    "ScriptedServer",
+    "ScriptedToolCall",
+    "count_tokens",
+    "default_respond",
+    "main",
+]
+
+try:  # orjson is optional; it roughly halves serialisation time under benchmark load.
+    import orjson
+
+    def _dumps(obj: Any) -> bytes:
+        return orjson.dumps(obj)
+
+    _loads: Callable[[bytes], Any] = orjson.loads
+except ImportError:  # pragma: no cover - depends on the environment
+
+    def _dumps(obj: Any) -> bytes:
+        return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+    _loads = json.loads
+
+
+ReasoningMode = Literal["none", "reasoning", "reasoning_content", "think"]
+"""How the reply's reasoning is exposed, mimicking the servers PaCoRe talks to.
+
+* ``"none"``: a server without a reasoning parser serving a non-reasoning model:
+  only ``content`` is sent; a separate ``ScriptedReply.reasoning`` is dropped, and
+  ``<think>`` tags a responder wrote into ``content`` stay there.
+* ``"reasoning"``: vLLM's current field, ``message.reasoning``.
+* ``"reasoning_content"``: the older vLLM / DeepSeek field name.
+* ``"think"``: reasoning inlined as ``<think>...</think>`` at the start of ``content``.
+"""
+
+FailureMode = Literal["status", "disconnect"]
+"""``"status"``: answer with an HTTP error; ``"disconnect"``: drop the connection."""
+
+_REASONING_MODES: tuple[str, ...] = get_args(ReasoningMode)
+_FAILURE_MODES: tuple[str, ...] = get_args(FailureMode)
+_THINK_RE = re.compile(r"\A\s*<think>(.*?)</think>\s*", re.DOTALL)
+_WORD_RE = re.compile(r"\S+")
+_ERROR_TYPES: dict[int, str] = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    429: "rate_limit_error",
+}
+DISCONNECT_STATUS = 0
+"""Status recorded in the request log for a request whose connection was dropped."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptedRequest:
+    """What a responder sees: one choice of one chat-completions request.
+
+    It is frozen so a responder cannot smuggle state between calls through it;
+    answers must be a function of the input.
+    """
+
+    messages: list[dict[str, Any]]
+    """The request's ``messages`` as sent (dicts in the OpenAI shape)."""
+    last_user: str
+    """Text of the last ``user`` message ('' if none), content parts joined."""
+    sample_index: int
+    """Which of the request's ``n`` choices this is, 0..n-1."""
+    model: str
+    """The ``model`` field of the request."""
+    params: dict[str, Any]
+    """Every other body field: ``n``, ``max_tokens``, ``temperature``, ``seed``, ``tools``..."""
+    headers: dict[str, str] = field(default_factory=dict)
+    """Request headers, names lower-cased (HTTP header names are case-insensitive)."""
+    attempt: int = 0
+    """0-based count of earlier requests with the identical body (retries)."""
+
+    @property
+    def seed(self) -> int | None:
+        """The request's ``seed``, the usual way PaCoRe tells explorers apart."""
+        seed = self.params.get("seed")
+        return seed if isinstance(seed, int) else None
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptedToolCall:
+    """A tool call the scripted model makes (for tool-loop explorer tests)."""
+
+    name: str
+    arguments: str | Mapping[str, Any] = "{}"
+    """JSON text, or a mapping that is serialised to JSON."""
+    id: str | None = None
+    """Call id; ``None`` derives a stable one from the name and position."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptedReply:
+    """The scripted model's output for ONE choice.
+
+    ``finish_reason=None`` is computed (``"length"`` when truncated by
+    ``max_tokens``, ``"tool_calls"`` when tool calls are present, else
+    ``"stop"``); ``completion_tokens=None`` is the word count of the generated
+    text (reasoning + content).  An explicit ``completion_tokens`` lets a test
+    pretend the model wrote more than the text shows, e.g. to force truncation.
+    """
+
+    content: str
+    reasoning: str | None = None
+    finish_reason: str | None = None
+    completion_tokens: int | None = None
+    tool_calls: tuple[ScriptedToolCall, ...] = ()
+
+
+RespondResult = ScriptedReply | str
+RespondFn = Callable[[ScriptedRequest], RespondResult | Awaitable[RespondResult]]
+"""A responder: request in, reply for one choice out (may be async).  ``str`` = content."""
+
+FailWhenFn = Callable[[ScriptedRequest], int | None]
+
+
+@dataclass(slots=True)
+class LoggedRequest:
+    """One request as received, for tests that count calls or check prompts."""
+
+    body: dict[str, Any]
+    headers: dict[str, str]
+    status: int
+    """HTTP status answered; ``0`` (``DISCONNECT_STATUS``) if the connection was dropped."""
+
+
+def count_tokens(text: str | None) -> int:
+    """Token count used everywhere here: whitespace-separated words."""
+    return len(text.split()) if text else 0
+
+
+def _stable_hex(*parts: object, size: int = 8) -> str:
+    """A process-independent hash (unlike ``hash()``, which is salted per process)."""
+    data = "\x1f".join(str(p) for p in parts).encode()
+    return hashlib.blake2b(data, digest_size=size).hexdigest()
+
+
+def default_respond(request: ScriptedRequest, reasoning_words: int = 6) -> ScriptedReply:
+    """Deterministic reply from the last user message, sample index and seed.
+
+    The seed is part of the input because PaCoRe's explorers often send the
+    *same* prompt with ``n=1`` and different seeds; without it they would all
+    agree and synthesis tests would be vacuous.
+    """
+    digest = _stable_hex(request.last_user, request.sample_index, request.seed)
+    answer = digest[:5]
+    middle = [f"step{i}-{digest[(5 + i) % len(digest)]}" for i in range(reasoning_words - 2)]
+    reasoning = " ".join(["considering", *middle, answer])
+    return ScriptedReply(content=f"The answer is {answer}.", reasoning=reasoning)
+
+
+def _text_of(content: Any) -> str:
+    """Message content as text: strings as-is, content-part lists joined."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return ""
+
+
+def _cut_words(text: str, n_words: int) -> str:
+    """The first ``n_words`` words of ``text``, original spacing kept."""
+    if n_words <= 0:
+        return ""
+    for i, match in enumerate(_WORD_RE.finditer(text)):
+        if i == n_words - 1:
+            return text[: match.end()]
+    return text
+
+
+def _pieces(text: str, words_per_piece: int) -> list[str]:
+    """Split text into stream deltas of a few words that concatenate back exactly."""
+    starts = [m.start() for m in _WORD_RE.finditer(text)][::words_per_piece]
+    if len(starts) <= 1:
+        return [text] if text else []
+    starts[0] = 0
+    return [text[a:b] for a, b in itertools.pairwise([*starts, len(text)])]
+
+
+@dataclass(slots=True)
+class _Choice:
+    """A rendered choice, kept structured so both JSON and SSE can be built from it."""
+
+    content: str | None
+    reasoning: str | None
+    finish_reason: str
+    tokens: int
+    tool_calls: list[dict[str, Any]]
+
+
+class ScriptedServer:
+    """An aiohttp server speaking the OpenAI chat-completions API from a script.
+
+    See the module docstring for the three ways to run it.  ``requests`` is the
+    arrival-ordered log (if ``log_requests``); ``request_count`` is always kept.
+
+    Options (all but ``respond`` keyword-only):
+
+    * ``respond``: reply for one choice; called once per choice with
+      ``sample_index`` 0..n-1.  Defaults to :func:`default_respond`.
+    * ``reasoning_mode``: see :data:`ReasoningMode`.
+    * ``latency`` / ``latency_jitter``: seconds slept per request (never blocking
+      the loop); the jitter, in ``[0, latency_jitter)``, is a hash of the body and
+      attempt, so timings are reproducible too.
+    * Failures, checked in this order after the latency: ``fail_when(request)``
+      returning a status (it sees the request with ``sample_index=0``); the first
+      ``fail_first`` attempts of each distinct body; a stable hash of (body,
+      attempt) below ``failure_rate``.  A "distinct body" is the raw request body:
+      a retry resends the same bytes, while explorers that differ by ``seed`` are
+      distinct calls.  ``failure_mode="disconnect"`` drops the connection instead
+      of answering ``failure_status`` (logged as status 0).
+    * ``log_requests=False`` skips the log, for benchmarks.
+    * ``stream_words_per_chunk`` / ``stream_chunk_delay``: SSE delta size, and an
+      optional pause between events (0 sends the whole stream in one write).
+    * ``shutdown_timeout``: how long :meth:`stop` waits for in-flight requests.
+    """
+
+    def __init__(
+        self,
+        respond: RespondFn | None = None,
+        *,
+        model: str = "scripted",
+        host: str = "127.0.0.1",
+        port: int = 0,
+        reasoning_mode: ReasoningMode = "reasoning",
+        latency: float = 0.0,
+        latency_jitter: float = 0.0,
+        failure_rate: float = 0.0,
+        failure_status: int = 500,
+        fail_first: int = 0,
+        fail_when: FailWhenFn | None = None,
+        failure_mode: FailureMode = "status",
+        log_requests: bool = True,
+        stream_words_per_chunk: int = 4,
+        stream_chunk_delay: float = 0.0,
+        backlog: int = 4096,
+        shutdown_timeout: float = 0.5,
+    ) -> None:
+        if reasoning_mode not in _REASONING_MODES:
+            raise ValueError(f"reasoning_mode must be one of {_REASONING_MODES}")
+        if failure_mode not in _FAILURE_MODES:
+            raise ValueError(f"failure_mode must be one of {_FAILURE_MODES}")
+        if not 0.0 <= failure_rate <= 1.0:
+            raise ValueError("failure_rate must be in [0, 1]")
+        if latency < 0 or latency_jitter < 0:
+            raise ValueError("latency and latency_jitter must be >= 0")
+        if stream_words_per_chunk < 1:
+            raise ValueError("stream_words_per_chunk must be >= 1")
+        self.respond: RespondFn = respond or default_respond
+        self.model = model
+        self.host = host
+        self.port = port
+        self.reasoning_mode: ReasoningMode = reasoning_mode
+        self.latency = latency
+        self.latency_jitter = latency_jitter
+        self.failure_rate = failure_rate
+        self.failure_status = failure_status
+        self.fail_first = fail_first
+        self.fail_when = fail_when
+        self.failure_mode: FailureMode = failure_mode
+        self.log_requests = log_requests
+        self.stream_words_per_chunk = stream_words_per_chunk
+        self.stream_chunk_delay = stream_chunk_delay
+        self.backlog = backlog
+        self.shutdown_timeout = shutdown_timeout
+
+        self.requests: list[LoggedRequest] = []
+        self.request_count = 0
+        self._attempts: dict[str, int] = {}
+        self._ids = itertools.count()
+        self._id_prefix = _stable_hex(time.time_ns(), id(self), size=4)
+        self._runner: web.AppRunner | None = None
+        self._thread: threading.Thread | None = None
+        self._thread_loop: asyncio.AbstractEventLoop | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def base_url(self) -> str:
+        """``http://HOST:PORT/v1``, what an OpenAI client takes as ``base_url``."""
+        if self._runner is None:
+            raise RuntimeError("ScriptedServer is not running")
+        return f"http://{self.host}:{self.port}/v1"
+
+    def make_app(self) -> web.Application:
+        """The aiohttp application (exposed for embedding in another app)."""
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_get("/v1/models", self._models)
+        app.router.add_get("/health", self._health)
+        app.router.add_get("/v1/health", self._health)
+        return app
+
+    async def start(self) -> ScriptedServer:
+        """Bind and start accepting connections; ``self.port`` becomes the real port."""
+        if self._runner is not None:
+            raise RuntimeError("ScriptedServer already started")
+        runner = web.AppRunner(
+            self.make_app(),
+            access_log=None,
+            handle_signals=False,
+            shutdown_timeout=self.shutdown_timeout,
+        )
+        await runner.setup()
+        site = web.TCPSite(
+            runner,
+            self.host,
+            self.port,
+            backlog=self.backlog,
+            reuse_address=True,
+        )
+        try:
+            await site.start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self.port = int(runner.addresses[0][1])
+        self._runner = runner
+        return self
+
+    async def stop(self) -> None:
+        """Stop serving; in-flight requests get ``shutdown_timeout`` seconds."""
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await runner.cleanup()
+
+    async def __aenter__(self) -> ScriptedServer:
+        return await self.start()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    def start_in_thread(self, timeout: float = 10.0) -> ScriptedServer:
+        """Run the server on its own event loop in a daemon thread (for sync code).
+
+        Returns once the socket accepts connections; errors while binding are
+        re-raised here rather than lost in the thread.
+        """
+        if self._thread is not None:
+            raise RuntimeError("ScriptedServer already running in a thread")
+        ready = threading.Event()
+        errors: list[BaseException] = []
+        loop = asyncio.new_event_loop()
+
+        def serve() -> None:
+            asyncio.set_event_loop(loop)
+            try:
+                loop.run_until_complete(self.start())
+            except BaseException as exc:  # handed to the caller below
+                errors.append(exc)
+                ready.set()
+                loop.close()
+                return
+            ready.set()
+            try:
+                loop.run_forever()
+            finally:
+                loop.run_until_complete(self.stop())
+                loop.run_until_complete(loop.shutdown_asyncgens())
+                loop.close()
+
+        thread = threading.Thread(target=serve, name="scripted-server", daemon=True)
+        thread.start()
+        if not ready.wait(timeout):
+            raise TimeoutError("ScriptedServer did not start in time")
+        if errors:
+            thread.join()
+            raise errors[0]
+        self._thread, self._thread_loop = thread, loop
+        return self
+
+    def stop_thread(self, timeout: float = 10.0) -> None:
+        """Stop a server started by :meth:`start_in_thread` and join its thread."""
+        thread, loop = self._thread, self._thread_loop
+        self._thread = self._thread_loop = None
+        if thread is None or loop is None:
+            return
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout)
+
+    @contextlib.contextmanager
+    def run_in_thread(self) -> Iterator[ScriptedServer]:
+        """``with ScriptedServer().run_in_thread() as srv:`` for sync tests and fixtures."""
+        self.start_in_thread()
+        try:
+            yield self
+        finally:
+            self.stop_thread()
+
+    # ------------------------------------------------------------------ state
+
+    def reset_log(self) -> None:
+        """Forget logged requests and the request count (attempt counters stay)."""
+        self.requests.clear()
+        self.request_count = 0
+
+    def reset_attempts(self) -> None:
+        """Forget attempt counters, so ``fail_first`` applies afresh."""
+        self._attempts.clear()
+
+    # ------------------------------------------------------------------ handlers
+
+    async def _health(self, request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def _models(self, request: web.Request) -> web.Response:
+        body = {
+            "object": "list",
+            "data": [{"id": self.model, "object": "model", "created": 0, "owned_by": "scripted"}],
+        }
+        return web.Response(body=_dumps(body), content_type="application/json")
+
+    def _log(self, body: dict[str, Any], headers: dict[str, str], status: int) -> None:
+        if self.log_requests:
+            self.requests.append(LoggedRequest(body, headers, status))
+
+    def _error(self, status: int, message: str) -> web.Response:
+        err_type = _ERROR_TYPES.get(status, "server_error")
+        payload = {
+            "error": {"message": message, "type": err_type, "param": None, "code": str(status)}
+        }
+        return web.Response(status=status, body=_dumps(payload), content_type="application/json")
+
+    def _disconnect(self, request: web.Request) -> web.StreamResponse:
+        """Drop the TCP connection without answering, like a crashed upstream."""
+        transport = request.transport
+        if transport is not None:
+            transport.abort()
+        # Nothing reaches the client: the transport is gone.  aiohttp discards
+        # writes to an aborted transport, so any response object will do.
+        return web.Response(status=500)
+
+    def _failure_status(self, req: ScriptedRequest, key: str) -> int | None:
+        """The status to fail with, or None.  Pure function of input and attempt."""
+        if self.fail_when is not None:
+            status = self.fail_when(req)
+            if status is not None:
+                return status
+        if req.attempt < self.fail_first:
+            return self.failure_status
+        if self.failure_rate > 0.0:
+            draw = int(_stable_hex("fail", key, req.attempt), 16) / float(1 << 64)
+            if draw < self.failure_rate:
+                return self.failure_status
+        return None
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        self.request_count += 1
+        raw = await request.read()
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        try:
+            body = _loads(raw)
+        except ValueError:
+            self._log({"_raw": raw.decode(errors="replace")}, headers, 400)
+            return self._error(400, "request body is not valid JSON")
+        messages = body.get("messages") if isinstance(body, dict) else None
+        if not isinstance(messages, list) or not messages:
+            self._log(body if isinstance(body, dict) else {"_raw": body}, headers, 400)
+            return self._error(400, "'messages' must be a non-empty list")
+
+        # Attempts are keyed by the raw body: a retry resends the same bytes, while
+        # explorers that differ only by seed are distinct calls.
+        key = hashlib.blake2b(raw, digest_size=16).hexdigest()
+        attempt = self._attempts.get(key, 0)
+        self._attempts[key] = attempt + 1
+
+        last_user = ""
+        for message in reversed(messages):
+            if isinstance(message, dict) and message.get("role") == "user":
+                last_user = _text_of(message.get("content"))
+                break
+        params = {k: v for k, v in body.items() if k not in ("model", "messages")}
+        model = str(body.get("model") or self.model)
+        base = ScriptedRequest(
+            messages=messages,
+            last_user=last_user,
+            sample_index=0,
+            model=model,
+            params=params,
+            headers=headers,
+            attempt=attempt,
+        )
+
+        delay = self.latency
+        if self.latency_jitter:
+            delay += self.latency_jitter * (int(_stable_hex("lat", key, attempt), 16) / 2**64)
+        if delay > 0:
+            await asyncio.sleep(delay)
+
+        status = self._failure_status(base, key)
+        if status is not None:
+            if self.failure_mode == "disconnect":
+                self._log(body, headers, DISCONNECT_STATUS)
+                return self._disconnect(request)
+            self._log(body, headers, status)
+            return self._error(status, f"scripted failure (attempt {attempt})")
+
+        n = params.get("n") or 1
+        if not isinstance(n, int) or n < 1:
+            self._log(body, headers, 400)
+            return self._error(400, "'n' must be a positive integer")
+        limit = params.get("max_completion_tokens")
+        if limit is None:
+            limit = params.get("max_tokens")
+        if limit is not None and not isinstance(limit, int):
+            self._log(body, headers, 400)
+            return self._error(400, "'max_tokens' must be an integer")
+
+        choices: list[_Choice] = []
+        try:
+            for i in range(n):
+                req = base if i == 0 else _replace_index(base, i)
+                result = self.respond(req)
+                if inspect.isawaitable(result):
+                    result = await result
+                choices.append(self._render(cast(RespondResult, result), limit))
+        except Exception as exc:  # a broken responder is a test bug: surface it as a 500
+            self._log(body, headers, 500)
+            return self._error(500, f"responder raised {type(exc).__name__}: {exc}")
+
+        prompt_tokens = sum(
+            count_tokens(_text_of(m.get("content"))) for m in messages if isinstance(m, dict)
+        )
+        completion_tokens = sum(c.tokens for c in choices)
+        usage = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        }
+        completion_id = f"chatcmpl-{self._id_prefix}{next(self._ids):x}"
+        created = int(time.time())
+        self._log(body, headers, 200)
+        if body.get("stream"):
+            options = params.get("stream_options") or {}
+            include_usage = bool(isinstance(options, dict) and options.get("include_usage"))
+            return await self._stream(
+                request, completion_id, created, model, choices, usage if include_usage else None
+            )
+        payload = {
+            "id": completion_id,
+            "object": "chat.completion",
+            "created": created,
+            "model": model,
+            "choices": [
+                {
+                    "index": i,
+                    "message": self._message(c),
+                    "logprobs": None,
+                    "finish_reason": c.finish_reason,
+                }
+                for i, c in enumerate(choices)
+            ],
+            "usage": usage,
+        }
+        return web.Response(body=_dumps(payload), content_type="application/json")
+
+    # ------------------------------------------------------------------ rendering
+
+    def _render(self, result: RespondResult, limit: int | None) -> _Choice:
+        """Apply reasoning mode and ``max_tokens`` truncation to one reply."""
+        reply = ScriptedReply(content=result) if isinstance(result, str) else result
+        content: str | None = reply.content
+        reasoning = reply.reasoning
+        mode = self.reasoning_mode
+        if mode == "none":
+            reasoning = None
+        elif reasoning is None and mode != "think" and content:
+            # A reasoning parser splits inline think tags out of the text, as vLLM does.
+            match = _THINK_RE.match(content)
+            if match:
+                reasoning, content = match.group(1), content[match.end() :]
+
+        r_words = count_tokens(reasoning)
+        c_words = count_tokens(content)
+        tokens = reply.completion_tokens
+        if tokens is None:
+            tokens = r_words + c_words
+        truncated = limit is not None and tokens > limit
+        if truncated and limit is not None:
+            tokens = limit
+            if reasoning is not None and r_words >= limit:
+                # Ran out while thinking: vLLM then sends no content at all.
+                reasoning, content = _cut_words(reasoning, limit), None
+            else:
+                content = _cut_words(content or "", limit - r_words)
+        if mode == "think" and reasoning is not None:
+            closed = "</think>\n\n" + content if content is not None else ""
+            content, reasoning = f"<think>{reasoning}{closed}", None
+
+        tool_calls = (
+            []
+            if truncated
+            else [_tool_call_dict(call, i) for i, call in enumerate(reply.tool_calls)]
+        )
+        finish = reply.finish_reason or (
+            "length" if truncated else "tool_calls" if tool_calls else "stop"
+        )
+        return _Choice(content, reasoning, finish, tokens, tool_calls)
+
+    def _message(self, choice: _Choice) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": choice.content}
+        if choice.reasoning is not None:
+            message[self.reasoning_mode] = choice.reasoning
+        if choice.tool_calls:
+            message["tool_calls"] = choice.tool_calls
+        return message
+
+    async def _stream(
+        self,
+        request: web.Request,
+        completion_id: str,
+        created: int,
+        model: str,
+        choices: Sequence[_Choice],
+        usage: dict[str, int] | None,
+    ) -> web.StreamResponse:
+        """Server-sent events: role, reasoning and content deltas, finish, usage, [DONE]."""
+        head = {
+            "id": completion_id,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+        }
+
+        def chunk(index: int, delta: dict[str, Any], finish: str | None = None) -> bytes:
+            choice = {"index": index, "delta": delta, "logprobs": None, "finish_reason": finish}
+            return b"data: " + _dumps({**head, "choices": [choice]}) + b"\n\n"
+
+        events: list[bytes] = []
+        size = self.stream_words_per_chunk
+        for i, c in enumerate(choices):
+            events.append(chunk(i, {"role": "assistant", "content": ""}))
+            if c.reasoning:
+                field_name = self.reasoning_mode
+                events.extend(chunk(i, {field_name: p}) for p in _pieces(c.reasoning, size))
+            if c.content:
+                events.extend(chunk(i, {"content": p}) for p in _pieces(c.content, size))
+            if c.tool_calls:
+                calls = [{"index": k, **call} for k, call in enumerate(c.tool_calls)]
+                events.append(chunk(i, {"tool_calls": calls}))
+            events.append(chunk(i, {}, c.finish_reason))
+        if usage is not None:
+            events.append(b"data: " + _dumps({**head, "choices": [], "usage": usage}) + b"\n\n")
+        events.append(b"data: [DONE]\n\n")
+
+        response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+        await response.prepare(request)
+        if self.stream_chunk_delay > 0:
+            for event in events:
+                await response.write(event)
+                await asyncio.sleep(self.stream_chunk_delay)
+        else:
+            await response.write(b"".join(events))
+        await response.write_eof()
+        return response
+
+
+def _replace_index(base: ScriptedRequest, index: int) -> ScriptedRequest:
+    return ScriptedRequest(
+        messages=base.messages,
+        last_user=base.last_user,
+        sample_index=index,
+        model=base.model,
+        params=base.params,
+        headers=base.headers,
+        attempt=base.attempt,
+    )
+
+
+def _tool_call_dict(call: ScriptedToolCall, position: int) -> dict[str, Any]:
+    arguments = call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments)
+    call_id = call.id or f"call_{_stable_hex(call.name, arguments, position, size=6)}"
+    return {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": arguments},
+    }
+
+
+# ---------------------------------------------------------------------- command line
+
+
+def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m pacore_graph.testing.scripted_server",
+        description="Scripted OpenAI-compatible chat server; prints 'READY <base_url>'.",
+    )
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument("--model", default="scripted")
+    parser.add_argument("--reasoning-mode", choices=_REASONING_MODES, default="reasoning")
+    parser.add_argument(
+        "--reasoning-words", type=int, default=6, help="length of the default responder's reasoning"
+    )
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds per request")
+    parser.add_argument("--latency-jitter", type=float, default=0.0)
+    parser.add_argument("--failure-rate", type=float, default=0.0)
+    parser.add_argument("--failure-status", type=int, default=500)
+    parser.add_argument("--fail-first", type=int, default=0)
+    parser.add_argument("--failure-mode", choices=_FAILURE_MODES, default="status")
+    parser.add_argument("--backlog", type=int, default=4096)
+    return parser.parse_args(argv)
+
+
+async def _serve(args: argparse.Namespace) -> None:
+    respond = functools.partial(default_respond, reasoning_words=args.reasoning_words)
+    server = ScriptedServer(
+        respond,
+        model=args.model,
+        host=args.host,
+        port=args.port,
+        reasoning_mode=args.reasoning_mode,
+        latency=args.latency,
+        latency_jitter=args.latency_jitter,
+        failure_rate=args.failure_rate,
+        failure_status=args.failure_status,
+        fail_first=args.fail_first,
+        failure_mode=args.failure_mode,
+        log_requests=False,  # nobody can read the log of a separate process
+        backlog=args.backlog,
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError):  # Windows
+            loop.add_signal_handler(sig, stop.set)
+    async with server:
+        sys.stdout.write(f"READY {server.base_url}\n")
+        sys.stdout.flush()
+        await stop.wait()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m pacore_graph.testing.scripted_server``."""
+    asyncio.run(_serve(_parse_args(argv)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

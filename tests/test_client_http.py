@@ -1,0 +1,465 @@
+"""The chat clients against a real HTTP server (the scripted one, or a tiny aiohttp app).
+
+Both clients are checked: :class:`OpenAICompatClient` (direct aiohttp) and
+:class:`LangChainChatClient` over the ``ChatOpenAI`` that ``make_chat_model``
+builds. Replies depend only on the request (last user message, sample index),
+never on call order.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+from langchain_core.messages import HumanMessage
+from langchain_openai import ChatOpenAI
+
+from pacore_graph.client import ChatClient, OpenAICompatClient
+from pacore_graph.config import RetryPolicy, SamplingParams
+from pacore_graph.errors import ModelCallError
+from pacore_graph.models import LangChainChatClient, ReasoningChatOpenAI, make_chat_model
+from pacore_graph.records import Completion
+from pacore_graph.testing import (
+    DISCONNECT_STATUS,
+    ScriptedReply,
+    ScriptedRequest,
+    ScriptedServer,
+    count_tokens,
+)
+
+FAST_RETRY = RetryPolicy(max_attempts=4, initial_backoff=0.001, max_backoff=0.01)
+PARAMS = SamplingParams()
+SECRET = "sk-test-SECRET-4242"
+
+
+def user(text: str) -> list[dict[str, Any]]:
+    return [{"role": "user", "content": text}]
+
+
+def graded(req: ScriptedRequest) -> ScriptedReply:
+    """Sample i answers with 2 + 3*i words of content and a one-word reasoning."""
+    words = " ".join(f"w{j}" for j in range(2 + 3 * req.sample_index))
+    return ScriptedReply(
+        content=f"{req.last_user}/{req.sample_index}: {words}",
+        reasoning=f"why-{req.sample_index}",
+    )
+
+
+def closed_port() -> int:
+    """A port nothing listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@asynccontextmanager
+async def direct(base_url: str, **kwargs: Any) -> AsyncIterator[OpenAICompatClient]:
+    kwargs.setdefault("retry", FAST_RETRY)
+    client = OpenAICompatClient(base_url, "scripted", **kwargs)
+    try:
+        yield client
+    finally:
+        await client.aclose()
+
+
+@asynccontextmanager
+async def langchain(base_url: str, **kwargs: Any) -> AsyncIterator[LangChainChatClient]:
+    client = LangChainChatClient(make_chat_model(base_url, "scripted", **kwargs))
+    try:
+        yield client
+    finally:
+        await client.aclose()
+
+
+ClientFactory = Callable[..., Any]
+BOTH = pytest.mark.parametrize("make_client", [direct, langchain], ids=["direct", "langchain"])
+
+
+async def server_usage(srv: ScriptedServer, body: dict[str, Any]) -> dict[str, int]:
+    """Replay a logged body to the (deterministic) server and read its usage block."""
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(f"{srv.base_url}/chat/completions", json=body) as resp,
+    ):
+        data = await resp.json()
+    usage: dict[str, int] = data["usage"]
+    return usage
+
+
+# --------------------------------------------------------------------------- n choices
+
+
+@BOTH
+async def test_n_choices_come_from_one_request(make_client: ClientFactory) -> None:
+    async with ScriptedServer(graded) as srv, make_client(srv.base_url) as client:
+        assert isinstance(client, ChatClient)
+        params = SamplingParams(max_tokens=8)
+        out = await client.complete(user("q7"), n=3, params=params)
+        log = list(srv.requests)
+        assert len(log) == 1
+        assert log[0].body["n"] == 3
+        # langchain-openai sends the newer name; the server honours both.
+        assert log[0].body.get("max_tokens", log[0].body.get("max_completion_tokens")) == 8
+        assert log[0].status == 200
+        # Per-choice content, in choice order.
+        assert [c.content.split(":")[0] for c in out] == ["q7/0", "q7/1", "q7/2"]
+        # Per-choice finish reasons: samples have 4, 7 and 11 words; max_tokens=8
+        # cuts only the last.
+        assert [c.finish_reason for c in out] == ["stop", "stop", "length"]
+        # Usage: the per-sample shares sum exactly to the server's total.
+        usage = await server_usage(srv, log[0].body)
+        assert usage["completion_tokens"] == 4 + 7 + 8
+        assert sum(c.completion_tokens for c in out) == usage["completion_tokens"]
+        assert all(c.prompt_tokens == usage["prompt_tokens"] for c in out)
+        assert all(c.tokens_estimated for c in out)
+        # Shares follow text length: the longer sample gets more tokens.
+        assert out[0].completion_tokens < out[2].completion_tokens
+
+
+@BOTH
+async def test_single_sample_has_exact_usage(make_client: ClientFactory) -> None:
+    async with ScriptedServer(graded) as srv, make_client(srv.base_url) as client:
+        (c,) = await client.complete(user("solo"), n=1, params=PARAMS)
+        assert "n" not in srv.requests[0].body or srv.requests[0].body["n"] == 1
+        assert c.completion_tokens == count_tokens(c.content) + count_tokens(c.reasoning)
+        assert c.tokens_estimated is False
+        assert c.finish_reason == "stop"
+
+
+@BOTH
+async def test_sampling_fields_and_seed_are_sent(make_client: ClientFactory) -> None:
+    async with ScriptedServer(graded) as srv, make_client(srv.base_url) as client:
+        params = SamplingParams(temperature=0.3, top_p=0.9)
+        await client.complete(user("s"), n=2, params=params, seed=1234)
+        body = srv.requests[0].body
+        assert body["temperature"] == 0.3
+        assert body["top_p"] == 0.9
+        assert body["seed"] == 1234
+        assert body["model"] == "scripted"
+        assert body["messages"] == user("s")
+
+
+# --------------------------------------------------------------------------- reasoning
+
+
+@BOTH
+@pytest.mark.parametrize("mode", ["reasoning", "reasoning_content"])
+async def test_reasoning_field_is_captured(make_client: ClientFactory, mode: str) -> None:
+    async with (
+        ScriptedServer(graded, reasoning_mode=mode) as srv,  # type: ignore[arg-type]
+        make_client(srv.base_url) as client,
+    ):
+        out = await client.complete(user("r"), n=2, params=PARAMS)
+        assert [c.reasoning for c in out] == ["why-0", "why-1"]
+        assert all("why-" not in c.content for c in out)
+
+
+async def test_reasoning_modes_without_a_separate_field() -> None:
+    async with ScriptedServer(graded, reasoning_mode="none") as srv, direct(srv.base_url) as c:
+        (none,) = await c.complete(user("x"), params=PARAMS)
+    assert none.reasoning is None
+    async with ScriptedServer(graded, reasoning_mode="think") as srv, direct(srv.base_url) as c:
+        (think,) = await c.complete(user("x"), params=PARAMS)
+    assert think.reasoning is None
+    assert think.content.startswith("<think>why-0</think>")
+
+
+@pytest.mark.parametrize("mode", ["reasoning", "reasoning_content"])
+async def test_plain_chat_openai_drops_reasoning_ours_keeps_it(mode: str) -> None:
+    async with ScriptedServer(graded, reasoning_mode=mode) as srv:  # type: ignore[arg-type]
+        plain = ChatOpenAI(base_url=srv.base_url, model="scripted", api_key="x", max_retries=0)
+        ours = make_chat_model(srv.base_url, "scripted", api_key="x")
+        assert isinstance(ours, ReasoningChatOpenAI)
+        try:
+            # The raw LangChain results: upstream has nowhere to put the field.
+            raw_plain = await plain.agenerate([[HumanMessage("p")]])
+            raw_ours = await ours.agenerate([[HumanMessage("p")]])
+            plain_msg = raw_plain.generations[0][0].message
+            ours_msg = raw_ours.generations[0][0].message
+            assert "why-0" not in repr(plain_msg)
+            assert ours_msg.additional_kwargs["reasoning_content"] == "why-0"
+            # And through our client adapter.
+            (lost,) = await LangChainChatClient(plain).complete(user("p"), params=PARAMS)
+            (kept,) = await LangChainChatClient(ours).complete(user("p"), params=PARAMS)
+            assert lost.reasoning is None
+            assert kept.reasoning == "why-0"
+            assert lost.content == kept.content
+            assert srv.request_count == 4
+        finally:
+            await plain.root_async_client.close()
+            await ours.root_async_client.close()
+
+
+# --------------------------------------------------------------------------- retries
+
+
+async def test_fail_first_two_succeeds_on_third_attempt() -> None:
+    async with ScriptedServer(graded, fail_first=2) as srv, direct(srv.base_url) as client:
+        (c,) = await client.complete(user("retry me"), params=PARAMS)
+        assert c.content.startswith("retry me/0")
+        assert [r.status for r in srv.requests] == [500, 500, 200]
+        # A retry resends the same request.
+        assert srv.requests[0].body == srv.requests[2].body
+
+
+async def test_fail_first_beyond_max_attempts_gives_up() -> None:
+    retry = RetryPolicy(max_attempts=2, initial_backoff=0.0)
+    async with (
+        ScriptedServer(graded, fail_first=5) as srv,
+        direct(srv.base_url, retry=retry) as client,
+    ):
+        with pytest.raises(ModelCallError) as info:
+            await client.complete(user("x"), params=PARAMS)
+        assert info.value.status == 500
+        assert info.value.attempts == 2
+        assert "gave up after 2 attempts" in str(info.value)
+        assert [r.status for r in srv.requests] == [500, 500]
+
+
+async def test_429_is_retried() -> None:
+    def rate_limited(req: ScriptedRequest) -> int | None:
+        return 429 if req.attempt == 0 else None
+
+    async with (
+        ScriptedServer(graded, fail_when=rate_limited) as srv,
+        direct(srv.base_url) as client,
+    ):
+        out = await client.complete(user("busy"), n=2, params=PARAMS)
+        assert len(out) == 2
+        assert [r.status for r in srv.requests] == [429, 200]
+
+
+async def test_400_is_not_retried() -> None:
+    async with (
+        ScriptedServer(graded, fail_when=lambda req: 400) as srv,
+        direct(srv.base_url) as client,
+    ):
+        with pytest.raises(ModelCallError) as info:
+            await client.complete(user("bad"), params=PARAMS)
+        assert len(srv.requests) == 1
+        assert info.value.status == 400
+        assert info.value.retryable is False
+        assert info.value.attempts == 1
+        assert "HTTP 400" in str(info.value)
+
+
+async def test_langchain_400_is_not_retried() -> None:
+    async with (
+        ScriptedServer(graded, fail_when=lambda req: 400) as srv,
+        langchain(srv.base_url, retry=RetryPolicy(max_attempts=4)) as client,
+    ):
+        with pytest.raises(ModelCallError) as info:
+            await client.complete(user("bad"), params=PARAMS)
+        assert len(srv.requests) == 1
+        assert info.value.status == 400
+
+
+async def test_langchain_retries_a_500() -> None:
+    # The openai SDK does the retrying here (its own ~0.5 s backoff).
+    async with (
+        ScriptedServer(graded, fail_first=1) as srv,
+        langchain(srv.base_url, retry=RetryPolicy(max_attempts=2)) as client,
+    ):
+        (c,) = await client.complete(user("again"), params=PARAMS)
+        assert c.content.startswith("again/0")
+        assert [r.status for r in srv.requests] == [500, 200]
+
+
+async def test_disconnect_is_retried_then_recovers() -> None:
+    async with (
+        ScriptedServer(graded, fail_first=1, failure_mode="disconnect") as srv,
+        direct(srv.base_url) as client,
+    ):
+        (c,) = await client.complete(user("flaky"), params=PARAMS)
+        assert c.content.startswith("flaky/0")
+        assert [r.status for r in srv.requests] == [DISCONNECT_STATUS, 200]
+
+
+async def test_disconnect_every_time_raises_with_the_url() -> None:
+    retry = RetryPolicy(max_attempts=3, initial_backoff=0.001)
+    async with (
+        ScriptedServer(graded, fail_when=lambda req: 500, failure_mode="disconnect") as srv,
+        direct(srv.base_url, retry=retry) as client,
+    ):
+        with pytest.raises(ModelCallError) as info:
+            await client.complete(user("gone"), params=PARAMS)
+        assert [r.status for r in srv.requests] == [DISCONNECT_STATUS] * 3
+        message = str(info.value)
+        assert f"{srv.base_url}/chat/completions" in message
+        assert "gave up after 3 attempts" in message
+        assert info.value.retryable is True
+
+
+async def test_unreachable_server_cannot_reach() -> None:
+    url = f"http://127.0.0.1:{closed_port()}/v1"
+    retry = RetryPolicy(max_attempts=2, initial_backoff=0.001)
+    async with direct(url, retry=retry) as client:
+        with pytest.raises(ModelCallError) as info:
+            await client.complete(user("anyone?"), params=PARAMS)
+    message = str(info.value)
+    assert "cannot reach" in message
+    assert f"{url}/chat/completions" in message
+    assert info.value.attempts == 2
+    assert info.value.status is None
+
+
+async def test_langchain_unreachable_server_raises_model_call_error() -> None:
+    url = f"http://127.0.0.1:{closed_port()}/v1"
+    async with langchain(url, retry=RetryPolicy(max_attempts=1)) as client:
+        with pytest.raises(ModelCallError, match=r"OpenAI\w*Error") as info:
+            await client.complete(user("anyone?"), params=PARAMS)
+    # With the aiohttp transport the SDK reports a refused connection as
+    # "OpenAITimeoutError: Request timed out." (httpx-aiohttp's mapping).
+    assert info.value.status is None
+
+
+# --------------------------------------------------------------------------- servers ignoring n
+
+
+@asynccontextmanager
+async def one_choice_server() -> AsyncIterator[tuple[str, list[dict[str, Any]]]]:
+    """A llama.cpp-like server: ignores ``n`` and always answers with one choice."""
+    bodies: list[dict[str, Any]] = []
+
+    async def chat(request: web.Request) -> web.Response:
+        body = await request.json()
+        bodies.append(body)
+        question = body["messages"][-1]["content"]
+        content = f"single answer to {question}"
+        return web.json_response(
+            {
+                "id": f"one-{len(bodies)}",
+                "object": "chat.completion",
+                "created": 0,
+                "model": body["model"],
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": content},
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": {"prompt_tokens": 2, "completion_tokens": 4, "total_tokens": 6},
+            }
+        )
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", chat)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    try:
+        yield f"http://127.0.0.1:{port}/v1", bodies
+    finally:
+        await runner.cleanup()
+
+
+async def test_direct_client_tops_up_when_server_ignores_n() -> None:
+    async with one_choice_server() as (url, bodies), direct(url) as client:
+        out = await client.complete(user("Q"), n=4, params=PARAMS)
+        assert len(out) == 4
+        assert all(c.content == "single answer to Q" for c in out)
+        assert all(c.completion_tokens == 4 for c in out)
+        assert [b.get("n") for b in bodies] == [4, None, None, None]
+        assert client.supports_n is False
+        # Once known, later calls do not ask for n at all.
+        bodies.clear()
+        assert len(await client.complete(user("Q2"), n=2, params=PARAMS)) == 2
+        assert [b.get("n") for b in bodies] == [None, None]
+
+
+async def test_langchain_client_tops_up_when_server_ignores_n() -> None:
+    async with one_choice_server() as (url, bodies), langchain(url) as client:
+        out = await client.complete(user("Q"), n=3, params=PARAMS)
+        assert len(out) == 3
+        assert all(c.content == "single answer to Q" for c in out)
+        assert len(bodies) == 3
+        assert bodies[0].get("n") == 3
+
+
+async def test_direct_client_supports_n_is_learned() -> None:
+    async with ScriptedServer(graded) as srv, direct(srv.base_url) as client:
+        assert client.supports_n is None
+        await client.complete(user("x"), n=2, params=PARAMS)
+        assert client.supports_n is True
+
+
+# --------------------------------------------------------------------------- API key
+
+
+@BOTH
+async def test_api_key_goes_into_authorization_header(make_client: ClientFactory) -> None:
+    async with ScriptedServer(graded) as srv, make_client(srv.base_url, api_key=SECRET) as c:
+        await c.complete(user("k"), params=PARAMS)
+        assert srv.requests[0].headers["authorization"] == f"Bearer {SECRET}"
+        assert SECRET not in repr(c)
+
+
+async def test_api_key_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PACORE_API_KEY", "env-key-1")
+    monkeypatch.setenv("OPENAI_API_KEY", "env-key-2")
+    async with ScriptedServer(graded) as srv, direct(srv.base_url) as client:
+        await client.complete(user("k"), params=PARAMS)
+        assert srv.requests[0].headers["authorization"] == "Bearer env-key-1"
+
+
+@pytest.mark.parametrize("status", [401, 400, 503])
+async def test_api_key_never_in_error_messages(status: int) -> None:
+    retry = RetryPolicy(max_attempts=2, initial_backoff=0.0)
+    async with (
+        ScriptedServer(graded, fail_when=lambda req: status) as srv,
+        direct(srv.base_url, api_key=SECRET, retry=retry) as client,
+    ):
+        with pytest.raises(ModelCallError) as info:
+            await client.complete(user("k"), params=PARAMS)
+        assert srv.requests[0].headers["authorization"] == f"Bearer {SECRET}"
+        assert info.value.status == status
+        assert SECRET not in str(info.value)
+        assert SECRET not in repr(info.value)
+
+
+async def test_api_key_not_in_connection_error() -> None:
+    url = f"http://127.0.0.1:{closed_port()}/v1"
+    async with direct(url, api_key=SECRET, retry=RetryPolicy(max_attempts=1)) as client:
+        with pytest.raises(ModelCallError) as info:
+            await client.complete(user("k"), params=PARAMS)
+    assert "cannot reach" in str(info.value)
+    assert SECRET not in str(info.value)
+
+
+# --------------------------------------------------------------------------- misc
+
+
+async def test_direct_client_rejects_bad_arguments() -> None:
+    with pytest.raises(ValueError, match="http"):
+        OpenAICompatClient("localhost:8000/v1", "m")
+    with pytest.raises(ValueError, match="model"):
+        OpenAICompatClient("http://localhost:8000/v1", "")
+    async with ScriptedServer(graded) as srv, direct(srv.base_url) as client:
+        with pytest.raises(ValueError, match="n must be"):
+            await client.complete(user("x"), n=0, params=PARAMS)
+        assert srv.request_count == 0
+
+
+async def test_langchain_client_aclose_closes_the_http_client() -> None:
+    async with ScriptedServer(graded) as srv:
+        chat = make_chat_model(srv.base_url, "scripted")
+        client = LangChainChatClient(chat)
+        await client.complete(user("x"), params=PARAMS)
+        assert not chat.root_async_client.is_closed()
+        await client.aclose()
+        assert chat.root_async_client.is_closed()
+
+
+async def test_completion_records_model_and_latency() -> None:
+    async with ScriptedServer(graded, latency=0.02) as srv, direct(srv.base_url) as client:
+        out: list[Completion] = await client.complete(user("t"), n=2, params=PARAMS)
+        assert all(c.model == "scripted" for c in out)
+        assert all(c.latency_s >= 0.02 for c in out)
