@@ -48,7 +48,9 @@ VARIANTS = ("floor", "floor-n", "graph", "graph-nobatch", "graph-langchain")
 
 
 def problems(count: int) -> list[str]:
-    return [f"Problem {i}: compute the sum of the first {i + 10} odd numbers." for i in range(count)]
+    return [
+        f"Problem {i}: compute the sum of the first {i + 10} odd numbers." for i in range(count)
+    ]
 
 
 # --------------------------------------------------------------------------- floor
@@ -74,8 +76,7 @@ async def floor(base_url: str, count: int, batched: bool) -> int:
         async def post(messages: list[dict[str, Any]], n: int) -> list[str]:
             nonlocal calls
             async with limiter.hold(n):
-                body = {"model": "scripted", "messages": messages, "temperature": 1.0,
-                        "top_p": 1.0}
+                body = {"model": "scripted", "messages": messages, "temperature": 1.0, "top_p": 1.0}
                 if n > 1:
                     body["n"] = n
                 async with session.post(url, json=body) as resp:
@@ -92,8 +93,14 @@ async def floor(base_url: str, count: int, batched: bool) -> int:
                 else:
                     refs = sorted(messages, key=len)
                     random.Random(42).shuffle(refs)
-                    prompt = [{"role": "user", "content": template.render(
-                        original_prompt=question, ref_responses=refs)}]
+                    prompt = [
+                        {
+                            "role": "user",
+                            "content": template.render(
+                                original_prompt=question, ref_responses=refs
+                            ),
+                        }
+                    ]
                 if batched:
                     texts = await post(prompt, k)
                 else:
@@ -140,8 +147,14 @@ def run_variant(variant: str, base_url: str, count: int) -> dict[str, Any]:
     elif variant == "floor-n":
         done = asyncio.run(floor(base_url, count, batched=True))
     else:
-        done = asyncio.run(graph(base_url, count, batched=variant != "graph-nobatch",
-                                 langchain=variant == "graph-langchain"))
+        done = asyncio.run(
+            graph(
+                base_url,
+                count,
+                batched=variant != "graph-nobatch",
+                langchain=variant == "graph-langchain",
+            )
+        )
     wall = time.perf_counter() - started
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return {"variant": variant, "wall_s": wall, "peak_rss_mb": rss_mb, "units": done}
@@ -149,9 +162,18 @@ def run_variant(variant: str, base_url: str, count: int) -> dict[str, Any]:
 
 def start_server(latency: float) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
-        [sys.executable, str(SERVER), "--port", "0", "--latency", str(latency),
-         "--reasoning-mode", "reasoning"],
-        stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            str(SERVER),
+            "--port",
+            "0",
+            "--latency",
+            str(latency),
+            "--reasoning-mode",
+            "reasoning",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert proc.stdout is not None
     line = proc.stdout.readline().strip()
@@ -164,8 +186,12 @@ def start_server(latency: float) -> tuple[subprocess.Popen[str], str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--problems", type=int, default=200)
-    parser.add_argument("--latency", type=float, action="append",
-                        help="server latency in seconds (repeatable; default 0.5 and 0)")
+    parser.add_argument(
+        "--latency",
+        type=float,
+        action="append",
+        help="server latency in seconds (repeatable; default 0.5 and 0)",
+    )
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--json", type=Path, help="also write the raw runs here")
@@ -191,9 +217,20 @@ def main() -> None:
                 order = variants if rep % 2 == 0 else list(reversed(variants))
                 for v in order:
                     out = subprocess.run(
-                        [sys.executable, __file__, "--one", v, "--url", url,
-                         "--problems", str(args.problems)],
-                        capture_output=True, text=True, env=env, check=False,
+                        [
+                            sys.executable,
+                            __file__,
+                            "--one",
+                            v,
+                            "--url",
+                            url,
+                            "--problems",
+                            str(args.problems),
+                        ],
+                        capture_output=True,
+                        text=True,
+                        env=env,
+                        check=False,
                     )
                     if out.returncode != 0:
                         raise RuntimeError(f"{v} failed:\n{out.stderr[-2000:]}")
@@ -205,15 +242,19 @@ def main() -> None:
             server.terminate()
             server.wait(timeout=10)
         base = statistics.median(r["wall_s"] for r in runs["floor"])
-        print(f"\n{args.problems} problems x high (32,4,1) = {args.problems * 37} samples, "
-              f"server latency {latency:g}s, {CONCURRENCY} in flight, median of {args.repeats}")
+        print(
+            f"\n{args.problems} problems x high (32,4,1) = {args.problems * 37} samples, "
+            f"server latency {latency:g}s, {CONCURRENCY} in flight, median of {args.repeats}"
+        )
         print(f"{'variant':<17}{'wall s':>9}{'vs floor':>10}{'peak RSS MB':>13}  runs")
         for v in variants:
             walls = [r["wall_s"] for r in runs[v]]
             med = statistics.median(walls)
             rss = statistics.median(r["peak_rss_mb"] for r in runs[v])
-            print(f"{v:<17}{med:>9.2f}{med / base:>10.2f}{rss:>13.0f}  "
-                  + " ".join(f"{w:.2f}" for w in walls))
+            print(
+                f"{v:<17}{med:>9.2f}{med / base:>10.2f}{rss:>13.0f}  "
+                + " ".join(f"{w:.2f}" for w in walls)
+            )
     if args.json:
         args.json.write_text(json.dumps(raw, indent=1))
 

@@ -5,7 +5,8 @@ single model call, then formats the reply. The compiled PaCoRe graph is an
 ordinary LangGraph node: it reads ``messages`` and appends its answer.
 
     python examples/compose_into_larger_graph.py                       # embedded model
-    python examples/compose_into_larger_graph.py --base-url http://localhost:8000/v1 --model pacore-8b
+    python examples/compose_into_larger_graph.py \
+        --base-url http://localhost:8000/v1 --model pacore-8b
 """
 
 from __future__ import annotations

@@ -9,9 +9,7 @@ OpenAI-compatible server) the way this project needs it:
 - the API key from ``PACORE_API_KEY`` / ``OPENAI_API_KEY``;
 - the server's reasoning kept. ``langchain-openai`` (checked on 1.7.3) drops
   vLLM's ``reasoning`` / ``reasoning_content`` fields; :class:`ReasoningChatOpenAI`
-  puts them into ``additional_kwargs["reasoning_content"]``. It also gives each
-  of ``n`` generations its own ``generation_info`` (upstream shares one dict,
-  so every generation reported the *last* choice's finish reason).
+  puts them into ``additional_kwargs["reasoning_content"]``.
 
 :class:`LangChainChatClient` lets any LangChain chat model drive the explorers.
 """
@@ -49,7 +47,7 @@ def _raw_choices(response: Any) -> list[Mapping[str, Any]]:
 
 
 class ReasoningChatOpenAI(ChatOpenAI):
-    """``ChatOpenAI`` that keeps the server's reasoning field and per-choice finish reasons."""
+    """``ChatOpenAI`` that keeps the server's reasoning field (vLLM's ``reasoning``)."""
 
     def _create_chat_result(
         self,
@@ -58,9 +56,6 @@ class ReasoningChatOpenAI(ChatOpenAI):
     ) -> ChatResult:
         result = super()._create_chat_result(response, generation_info)
         for gen, choice in zip(result.generations, _raw_choices(response), strict=False):
-            info = dict(gen.generation_info or {})
-            info["finish_reason"] = choice.get("finish_reason")
-            gen.generation_info = info
             message = choice.get("message") or {}
             for key in REASONING_FIELDS:
                 if message.get(key):

@@ -63,7 +63,8 @@ async def test_next_round_prompt_holds_exactly_previous_messages() -> None:
         prev = result.rounds[r - 1]
         prompts = {c.last_user for c in client.calls if c.last_user.startswith("You are given")}
         round_prompts = [
-            c for c in client.calls
+            c
+            for c in client.calls
             if len(re.findall(r"^Reference \d+:$", c.last_user, flags=re.M)) == len(prev)
         ]
         assert prompts and round_prompts
@@ -126,18 +127,25 @@ async def test_truncated_trajectories_are_flagged() -> None:
     assert all(t.truncated and t.to_dict()["truncated"] for t in result.trajectories)
 
 
-@pytest.mark.parametrize("messages", [[], [{"role": "user", "content": "   "}],
-                                      [{"role": "system", "content": "only a system prompt"}]])
+@pytest.mark.parametrize(
+    "messages",
+    [
+        [],
+        [{"role": "user", "content": "   "}],
+        [{"role": "system", "content": "only a system prompt"}],
+    ],
+)
 async def test_empty_problems_are_rejected(messages: list[dict[str, str]]) -> None:
     graph = build_pacore_graph(FakeChatClient(), config=PaCoReConfig(rounds=[2]))
-    with pytest.raises(ValueError, match="problem|user message"):
+    with pytest.raises(ValueError, match=r"problem|user message"):
         await graph.ainvoke({"messages": messages})
 
 
 async def test_answer_is_appended_to_messages_and_conversation_kept() -> None:
     graph = build_pacore_graph(FakeChatClient(reply=numbered), config=PaCoReConfig(rounds=[2]))
-    out = await graph.ainvoke({"messages": [
-        {"role": "system", "content": "sys"}, {"role": "user", "content": "Q?"}]})
+    out = await graph.ainvoke(
+        {"messages": [{"role": "system", "content": "sys"}, {"role": "user", "content": "Q?"}]}
+    )
     assert [m.type for m in out["messages"]] == ["system", "human", "ai"]
     assert out["messages"][-1].content == out["answer"] == "ans-2-0"
     assert set(out) == {"messages", "answer", "result"}
@@ -169,8 +177,9 @@ async def test_astream_shows_progress_per_round() -> None:
     graph = build_pacore_graph(FakeChatClient(reply=numbered), config=PaCoReConfig(rounds=[3, 2]))
     compacted = []
     explored = 0
-    async for update in graph.astream({"messages": [{"role": "user", "content": "Q?"}]},
-                                      stream_mode="updates"):
+    async for update in graph.astream(
+        {"messages": [{"role": "user", "content": "Q?"}]}, stream_mode="updates"
+    ):
         if "explore" in update:
             explored += 1
         if "compact" in update:
@@ -194,15 +203,21 @@ async def test_a_compiled_subgraph_can_be_the_explorer() -> None:
 
     async def solve(state: ExplorerState) -> dict[str, Any]:
         task = state["task"]
-        return {"trajectory": Trajectory(round=task.round, index=task.index,
-                                         content=f"sub {task.round}.{task.index}",
-                                         completion_tokens=1)}
+        return {
+            "trajectory": Trajectory(
+                round=task.round,
+                index=task.index,
+                content=f"sub {task.round}.{task.index}",
+                completion_tokens=1,
+            )
+        }
 
     sub = StateGraph(ExplorerState)
     sub.add_node("solve", solve)
     sub.add_edge(START, "solve")
-    graph = build_pacore_graph(explorer=GraphExplorer(sub.compile()),
-                               config=PaCoReConfig(rounds=[2]))
+    graph = build_pacore_graph(
+        explorer=GraphExplorer(sub.compile()), config=PaCoReConfig(rounds=[2])
+    )
     result = await ainvoke_pacore(graph, "Q?")
     assert [t.message for t in result.trajectories] == ["sub 0.0", "sub 0.1", "sub 1.0"]
     assert result.effective_ttc == 3
