@@ -51,11 +51,40 @@ def _rounds(text: str) -> list[int]:
         ) from None
 
 
+def _add_model_args(p: argparse.ArgumentParser) -> None:
+    """Options shared by every command that talks to a model."""
+    p.add_argument("--base-url", help="OpenAI-compatible server, e.g. http://localhost:8000/v1")
+    p.add_argument("--model", help="served model name (required with --base-url)")
+    p.add_argument("--api-key", help="API key (default: $PACORE_API_KEY or $OPENAI_API_KEY)")
+    p.add_argument(
+        "--compactor", default="conclusion", help="conclusion | answer | budget:N | module:attr"
+    )
+    p.add_argument(
+        "--max-concurrency", type=int, help="model calls in flight at most, shared by all problems"
+    )
+    p.add_argument("--temperature", type=float, default=None)
+    p.add_argument("--top-p", type=float, default=None)
+    p.add_argument("--max-tokens", type=int, default=None, help="per call (default: unset)")
+    p.add_argument("--timeout", type=float, default=None, help="seconds per model call")
+    p.add_argument("--seed", type=int, default=None, help="sampling seed sent to the server")
+    p.add_argument("--shuffle-seed", type=int, default=None, help="reference shuffle seed")
+    p.add_argument("--retries", type=int, default=None, help="attempts per call (default 4)")
+    p.add_argument(
+        "--client",
+        choices=["direct", "langchain"],
+        default="direct",
+        help="direct aiohttp client (fast) or LangChain ChatOpenAI",
+    )
+    p.add_argument("--no-batch", action="store_true", help="one request per explorer, not n=K")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pacore", description="PaCoRe parallel coordinated reasoning on LangGraph."
     )
     sub = parser.add_subparsers(dest="command", required=True)
+
     run = sub.add_parser("run", help="answer a question, or run a JSONL dataset")
     run.add_argument("question", nargs="?", help="the question (omit with --input)")
     shape = run.add_mutually_exclusive_group()
@@ -63,41 +92,35 @@ def build_parser() -> argparse.ArgumentParser:
     shape.add_argument(
         "--rounds", type=_rounds, help="round widths K, e.g. 8,2 (a final K=1 round is added)"
     )
-    run.add_argument("--base-url", help="OpenAI-compatible server, e.g. http://localhost:8000/v1")
-    run.add_argument("--model", help="served model name (required with --base-url)")
-    run.add_argument("--api-key", help="API key (default: $PACORE_API_KEY or $OPENAI_API_KEY)")
-    run.add_argument(
-        "--compactor", default="conclusion", help="conclusion | answer | budget:N | module:attr"
-    )
     run.add_argument("--json", action="store_true", help="print one JSON object")
     run.add_argument("--input", type=Path, help="JSONL dataset of {id, messages, ground_truth?}")
     run.add_argument("--output", type=Path, help="results JSONL (resumed when it exists)")
-    run.add_argument(
-        "--max-concurrency", type=int, help="model calls in flight at most, shared by all problems"
-    )
-    run.add_argument("--temperature", type=float, default=None)
-    run.add_argument("--top-p", type=float, default=None)
-    run.add_argument("--max-tokens", type=int, default=None, help="per call (default: unset)")
-    run.add_argument("--timeout", type=float, default=None, help="seconds per model call")
-    run.add_argument("--seed", type=int, default=None, help="sampling seed sent to the server")
-    run.add_argument("--shuffle-seed", type=int, default=None, help="reference shuffle seed")
-    run.add_argument("--retries", type=int, default=None, help="attempts per call (default 4)")
-    run.add_argument(
-        "--client",
-        choices=["direct", "langchain"],
-        default="direct",
-        help="direct aiohttp client (fast) or LangChain ChatOpenAI",
-    )
-    run.add_argument(
-        "--no-batch", action="store_true", help="one request per explorer instead of n=K"
-    )
     run.add_argument("--template", type=Path, help="Jinja2 file replacing the synthesis prompt")
-    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_model_args(run)
+
+    ev = sub.add_parser("eval", help="compare PaCoRe with baselines at matched compute")
+    ev.add_argument("--dataset", type=Path, required=True, help="JSONL with ground_truth answers")
+    ev.add_argument(
+        "--methods",
+        default="pacore:low,single,majority:4",
+        help="comma-separated: pacore:low|medium|high|8+2, single, majority:K, refine:R",
+    )
+    ev.add_argument("--samples", type=int, default=1, help="independent runs per problem")
+    ev.add_argument("--out", type=Path, required=True, help="output directory (resumable)")
+    ev.add_argument("--grader", help="math | exact | numeric | choice | module:function")
+    ev.add_argument("--limit", type=int, help="only the first N problems of the dataset")
+    _add_model_args(ev)
+
+    data = sub.add_parser("data", help="generate evaluation datasets")
+    data.add_argument("kind", choices=["arithmetic", "easy-arithmetic"])
+    data.add_argument("--n", type=int, default=100, help="number of problems")
+    data.add_argument("--seed", type=int, default=0)
+    data.add_argument("--out", type=Path, required=True, help="JSONL file to write")
     return parser
 
 
 def _config(args: argparse.Namespace, embedded: bool) -> PaCoReConfig:
-    rounds = args.rounds or list(PRESETS[args.preset or "low"])
+    rounds = getattr(args, "rounds", None) or list(PRESETS[getattr(args, "preset", None) or "low"])
     sampling: dict[str, Any] = {}
     for key in ("temperature", "top_p", "max_tokens", "timeout", "seed"):
         value = getattr(args, key)
@@ -191,15 +214,7 @@ async def _run(args: argparse.Namespace) -> int:
         raise UsageError("--input needs --output (results are written as each problem finishes)")
     if args.question is not None and not args.question.strip():
         raise UsageError("empty problem: the question has no text")
-    embedded = not args.base_url
-    try:
-        config = _config(args, embedded)
-    except ValidationError as exc:
-        raise UsageError(_format_validation(exc)) from None
-    try:
-        compactor = compactor_from_name(args.compactor)
-    except (ValueError, ImportError, AttributeError, TypeError) as exc:
-        raise UsageError(str(exc)) from None
+    config, compactor = _prepare(args)
     template = args.template.read_text(encoding="utf-8") if args.template else SYNTHESIS_TEMPLATE
     records: list[Any] = []
     input_errors: list[Any] = []
@@ -262,12 +277,92 @@ async def _run(args: argparse.Namespace) -> int:
                 await aclose()
 
 
+def _prepare(args: argparse.Namespace) -> tuple[PaCoReConfig, Any]:
+    """Config and compactor from the shared options; UsageError when they are invalid."""
+    try:
+        config = _config(args, embedded=not args.base_url)
+    except ValidationError as exc:
+        raise UsageError(_format_validation(exc)) from None
+    try:
+        compactor = compactor_from_name(args.compactor)
+    except (ValueError, ImportError, AttributeError, TypeError) as exc:
+        raise UsageError(str(exc)) from None
+    return config, compactor
+
+
+async def _eval(args: argparse.Namespace) -> int:
+    from pacore_graph.eval.graders import grader_from_name
+    from pacore_graph.eval.harness import run_eval
+    from pacore_graph.eval.methods import parse_methods
+    from pacore_graph.runner import read_dataset
+
+    if args.samples < 1:
+        raise UsageError(f"--samples must be >= 1, got {args.samples}")
+    try:
+        methods = parse_methods(args.methods)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        grader = grader_from_name(args.grader) if args.grader else None
+    except (ValueError, ImportError, TypeError) as exc:
+        raise UsageError(f"--grader: {exc}") from None
+    if not args.dataset.exists():
+        raise UsageError(f"--dataset {args.dataset}: no such file")
+    config, compactor = _prepare(args)
+    records, input_errors = read_dataset(args.dataset)
+    for err in input_errors:
+        print(f"{args.dataset}:{err}", file=sys.stderr)
+    if args.limit is not None:
+        records = records[: max(0, args.limit)]
+    if not records:
+        raise UsageError(f"{args.dataset}: no usable records")
+    async with _endpoint(args) as endpoint:
+        client = _client(args, endpoint, config)
+        try:
+            outcome = await run_eval(
+                records,
+                methods,
+                client,
+                config=config,
+                out_dir=args.out,
+                samples=args.samples,
+                grader=grader,
+                compactor=compactor,
+                progress=not args.no_progress,
+                meta={"dataset": str(args.dataset)},
+            )
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        finally:
+            aclose = getattr(client, "aclose", None)
+            if aclose is not None:
+                await aclose()
+    print(outcome.report_md.read_text(encoding="utf-8"))
+    print(f"wrote {outcome.report_json}, {outcome.report_md}, {outcome.plot}")
+    return 0
+
+
+def _data(args: argparse.Namespace) -> int:
+    from pacore_graph.eval.datasets import generate_dataset
+
+    try:
+        count = generate_dataset(args.kind, args.n, args.seed, args.out)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    print(f"wrote {count} {args.kind} problems to {args.out}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         if args.command == "run":
             return asyncio.run(_run(args))
+        if args.command == "eval":
+            return asyncio.run(_eval(args))
+        if args.command == "data":
+            return _data(args)
     except UsageError as exc:
         print(f"pacore: error: {exc}", file=sys.stderr)
         return 2

@@ -33,6 +33,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Send
 
+from pacore_graph.aggregation import Aggregator
 from pacore_graph.batching import SampleBatcher
 from pacore_graph.client import ChatClient
 from pacore_graph.compaction import Compactor, compactor_from_name
@@ -97,6 +98,7 @@ def build_pacore_graph(
     explorer: Explorer | None = None,
     template: str = SYNTHESIS_TEMPLATE,
     limiter: SequenceLimiter | None = None,
+    aggregator: Aggregator | None = None,
     name: str = "pacore",
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Build and compile the PaCoRe graph.
@@ -107,6 +109,10 @@ def build_pacore_graph(
     every problem this graph runs at once (pass ``limiter`` to share one
     across graphs). The graph's input is ``{"messages": [...],
     "problem_id"?: str}``; its output adds ``answer`` and ``result``.
+
+    ``aggregator`` replaces the final K=1 synthesis round with another way of
+    choosing the answer from the last configured round (the baselines in
+    ``pacore_graph.graphs``: a single sample, a majority vote).
     """
     cfg = (
         PaCoReConfig.model_validate(config or {})
@@ -127,7 +133,9 @@ def build_pacore_graph(
         raise TypeError(
             f"explorer must have an async explore(task, config) method; got {explorer!r}"
         )
-    schedule = cfg.schedule
+    if aggregator is not None and not isinstance(aggregator, Aggregator):
+        raise TypeError(f"aggregator must have aggregate(rounds); got {aggregator!r}")
+    schedule = cfg.schedule if aggregator is None else cfg.rounds
     model_name = getattr(client, "model", None)
     preset = cfg.preset_name()
     base_seed = cfg.sampling.seed
@@ -203,8 +211,15 @@ def build_pacore_graph(
 
     async def finalize(state: PaCoReState) -> dict[str, Any]:
         rounds = state["rounds"]
-        final: Trajectory = next(t for t in rounds[-1] if not t.failed)
-        answer = final.message or ""
+        details: dict[str, Any] = {"run_id": state["run_id"]}
+        final: Trajectory
+        if aggregator is None:
+            final = next(t for t in rounds[-1] if not t.failed)
+            answer = final.message or ""
+        else:
+            verdict = aggregator.aggregate(rounds)
+            final, answer = verdict.trajectory, verdict.answer
+            details.update(aggregator=aggregator.name, chosen=final.id, **verdict.details)
         result = PaCoReResult(
             answer=answer,
             reasoning=final.reasoning,
@@ -214,7 +229,7 @@ def build_pacore_graph(
             wall_s=time.time() - state["started"],
             model=model_name,
             preset=preset,
-            extra={"run_id": state["run_id"]},
+            extra=details,
         )
         extra = {"reasoning_content": final.reasoning} if final.reasoning else {}
         reply: BaseMessage = AIMessage(content=answer, name=name, additional_kwargs=extra)

@@ -164,7 +164,13 @@ class PaCoReResult:
 
     @property
     def final(self) -> Trajectory:
-        return self.rounds[-1][0]
+        """The trajectory that gave the answer (the aggregator's choice, if one chose)."""
+        chosen = self.extra.get("chosen")
+        if chosen:
+            for t in self.rounds[-1]:
+                if t.id == chosen:
+                    return t
+        return next((t for t in self.rounds[-1] if not t.failed), self.rounds[-1][0])
 
     @property
     def ttc_per_round(self) -> tuple[int, ...]:

@@ -22,13 +22,13 @@ the global one).
 from __future__ import annotations
 
 import json
-import os
 import random
-import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
+
+from pacore_graph.atomic import write_lines_atomic
 
 __all__ = [
     "ARITHMETIC_OPS",
@@ -171,20 +171,7 @@ def write_jsonl(records: Iterable[Mapping[str, Any]], path: str | Path) -> int:
     renamed), so an interrupted generation never leaves a half dataset that a
     later eval would silently run on. Parent directories are created.
     """
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    count = 0
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            for record in records:
-                fh.write(json.dumps(record, ensure_ascii=False) + "\n")
-                count += 1
-        os.replace(tmp_name, target)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
-    return count
+    return write_lines_atomic(path, (json.dumps(record, ensure_ascii=False) for record in records))
 
 
 def load_jsonl(path: str | Path) -> list[dict[str, Any]]:

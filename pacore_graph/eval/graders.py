@@ -25,8 +25,8 @@ support threaded environment ...")``, whatever ``raise_on_error`` says. In the
 main thread it works, also inside ``asyncio.run``, but it takes over the
 process's SIGALRM handler and cancels any alarm the host program had set, and
 its granularity is whole seconds. :class:`MathGrader` therefore always turns
-it off (``parsing_timeout=None``, ``timeout_seconds=None``; math-verify logs a
-one-time warning about that) and bounds the work itself:
+it off (``parsing_timeout=None``, ``timeout_seconds=None``, and filters out
+the warning math-verify logs about that) and bounds the work itself:
 
 1. A size guard keeps sympy away from answers whose exact value is huge
    (power towers such as ``10^{10^{10}}``, powers or factorials with millions
@@ -50,6 +50,7 @@ from __future__ import annotations
 import ctypes
 import importlib
 import importlib.util
+import logging
 import math
 import re
 import threading
@@ -474,8 +475,20 @@ def _exponent_span(text: str, start: int) -> tuple[int, int]:
     return i, match.end() if match else i
 
 
-def _power_cost(text: str) -> int | None:
-    """Rough digit count of the largest integer power in ``text``; None for a tower."""
+def _power_cost(text: str, memo: dict[str, int | None] | None = None) -> int | None:
+    """Rough digit count of the largest integer power in ``text``; None for a tower.
+
+    A bracketed base counts with its own powers, so ``(10^{100})^{100000}``
+    is 200 * 100000 digits. ``memo`` keeps deeply nested brackets from being
+    rescanned exponentially often.
+    """
+    memo = {} if memo is None else memo
+    if text not in memo:
+        memo[text] = _scan_powers(text, memo)
+    return memo[text]
+
+
+def _scan_powers(text: str, memo: dict[str, int | None]) -> int | None:
     worst = 0
     for op in _POWER_OP.finditer(text):
         exp_start, exp_end = _exponent_span(text, op.end())
@@ -490,16 +503,17 @@ def _power_cost(text: str) -> int | None:
             base_end -= 1
         if base_end >= 0 and text[base_end] in _CLOSERS:
             base = text[_group_backward(text, base_end) : base_end + 1]
-            inner = _power_cost(base[1:-1])
+            inner = _power_cost(base[1:-1], memo)
             if inner is None:
                 return None
-            base_digits = max(
-                inner, *(len(m.replace(",", "")) for m in _INT_LITERAL.findall(base)), 1
-            )
+            literals = (len(m.replace(",", "")) for m in _INT_LITERAL.findall(base))
+            base_digits = max(inner, *literals, 1)
         else:
             run = re.search(r"[\d,.]*$", text[: base_end + 1])
             base_digits = max(len((run.group(0) if run else "").replace(",", "")), 1)
         worst = max(worst, base_digits * exp_value)
+        if worst > _MAX_POWER_DIGITS:
+            break
     return worst
 
 
@@ -616,13 +630,28 @@ def _call_with_deadline(fn: Callable[[], _T], timeout_s: float | None) -> _T:
     raise value
 
 
+class _DisabledTimeoutNotice(logging.Filter):
+    """Drops math-verify's "Timeout is disabled ..." warning, which MathGrader makes untrue."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Timeout is disabled")
+
+
+_QUIET_TIMEOUT_NOTICE = _DisabledTimeoutNotice()
+
+
 def _require_math_verify() -> None:
+    """Import math-verify now (not inside the first deadline), or say how to install it."""
     if importlib.util.find_spec("math_verify") is None:
         raise ImportError(
             "the math grader needs the math-verify package: pip install 'math-verify' "
             "(or choose --grader exact, numeric or choice)"
         )
-    importlib.import_module("math_verify")  # import now, not inside the first deadline
+    importlib.import_module("math_verify")
+    for name in ("math_verify.parser", "math_verify.grader"):
+        logger = logging.getLogger(name)
+        if _QUIET_TIMEOUT_NOTICE not in logger.filters:
+            logger.addFilter(_QUIET_TIMEOUT_NOTICE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -685,9 +714,9 @@ class MathGrader:
         mv = importlib.import_module("math_verify")
         gold = self._parse_gold(mv, expected)
         pred = self._parse_response(mv, candidate, boxed, numeric_gold=_is_plain_number(gold))
-        if not pred:
+        if not pred and not text_equal:
             detail = "no answer found in the response's conclusion"
-            return Grade(1.0 if text_equal else 0.0, text_equal, None, expected, detail)
+            return Grade(0.0, False, None, expected, detail)
         extracted = candidate.strip() if boxed else _matched_text(pred, candidate.strip())
         if text_equal:
             return Grade(1.0, True, extracted, expected)

@@ -1,0 +1,260 @@
+"""``pacore eval``: every method on every problem, graded, resumable, reported.
+
+Methods run one after another (so each has a meaningful wall time), each with
+its problems and samples concurrently through one compiled graph; all methods
+share one limit on samples in flight. Every run is appended to
+``DIR/results.jsonl`` as soon as it is graded, keyed by (method, problem,
+sample): a re-run with the same ``DIR`` skips what already succeeded and
+retries what failed. At the end ``DIR/report.json``, ``DIR/report.md`` and
+``DIR/scaling.png`` are written from the whole file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from tqdm import tqdm
+
+from pacore_graph.client import ChatClient
+from pacore_graph.compaction import Compactor
+from pacore_graph.config import PaCoReConfig
+from pacore_graph.eval.graders import Grade, Grader, auto_grader, ground_truth_answer
+from pacore_graph.eval.methods import MethodSpec, build_method_graph
+from pacore_graph.eval.plot import plot_scaling
+from pacore_graph.eval.report import MethodStats, summarize, write_report
+from pacore_graph.limits import SequenceLimiter
+from pacore_graph.records import PaCoReResult
+from pacore_graph.runner import DatasetRecord
+
+__all__ = ["EvalOutcome", "completed_runs", "run_eval"]
+
+RESULTS = "results.jsonl"
+TIMINGS = "timings.json"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EvalOutcome:
+    """What ``run_eval`` produced: the stats per method and where the files are."""
+
+    stats: dict[str, MethodStats]
+    results: Path
+    report_json: Path
+    report_md: Path
+    plot: Path
+    skipped: int
+    ran: int
+
+
+def _key(method: str, problem_id: str, sample: int) -> tuple[str, str, int]:
+    return (method, problem_id, sample)
+
+
+def completed_runs(path: Path) -> set[tuple[str, str, int]]:
+    """(method, problem, sample) keys that already have a successful line."""
+    done: set[tuple[str, str, int]] = set()
+    if not path.exists():
+        return done
+    with open(path, encoding="utf-8") as fh:
+        for text in fh:
+            try:
+                line = json.loads(text)
+            except ValueError:
+                continue  # a line cut by an interrupted run
+            if isinstance(line, dict) and not line.get("error"):
+                done.add(_key(line["method"], str(line["problem_id"]), int(line["sample"])))
+    return done
+
+
+def _read_lines(path: Path) -> list[dict[str, Any]]:
+    lines = []
+    if path.exists():
+        with open(path, encoding="utf-8") as fh:
+            for text in fh:
+                try:
+                    lines.append(json.loads(text))
+                except ValueError:
+                    continue
+    return lines
+
+
+def _run_line(
+    spec: MethodSpec, record: DatasetRecord, sample: int, result: PaCoReResult, grade: Grade
+) -> dict[str, Any]:
+    return {
+        "method": spec.text,
+        "family": spec.family,
+        "problem_id": record.id,
+        "sample": sample,
+        "score": grade.score,
+        "parsed": grade.parsed,
+        "extracted": grade.extracted,
+        "expected": grade.expected,
+        "grade_detail": grade.detail,
+        "answer": result.answer,
+        "effective_ttc": result.effective_ttc,
+        "trajectories": len(result.trajectories),
+        "failed_trajectories": result.failures,
+        "truncations": result.truncations,
+        "wall_s": round(result.wall_s, 4),
+        "error": None,
+        "category": record.raw.get("category"),
+        "ground_truth": record.ground_truth,
+        "messages": list(record.messages),
+        "result": result.to_dict(),
+    }
+
+
+def _error_line(
+    spec: MethodSpec, record: DatasetRecord, sample: int, exc: BaseException, wall: float
+) -> dict[str, Any]:
+    return {
+        "method": spec.text,
+        "family": spec.family,
+        "problem_id": record.id,
+        "sample": sample,
+        "score": 0.0,
+        "parsed": False,
+        "effective_ttc": 0,
+        "wall_s": round(wall, 4),
+        "error": f"{type(exc).__name__}: {exc}",
+        "category": record.raw.get("category"),
+        "ground_truth": record.ground_truth,
+        "messages": list(record.messages),
+    }
+
+
+async def run_eval(
+    records: Sequence[DatasetRecord],
+    methods: Sequence[MethodSpec],
+    client: ChatClient,
+    *,
+    config: PaCoReConfig,
+    out_dir: Path,
+    samples: int = 1,
+    grader: Grader | None = None,
+    compactor: Compactor | str = "conclusion",
+    progress: bool = True,
+    progress_file: IO[str] | None = None,
+    meta: Mapping[str, Any] | None = None,
+) -> EvalOutcome:
+    """Run, grade and report; see the module docstring for files and resuming."""
+    if samples < 1:
+        raise ValueError(f"samples must be >= 1, got {samples}")
+    if not methods:
+        raise ValueError("no methods to evaluate")
+    graded = [r for r in records if ground_truth_answer(r.ground_truth) is not None]
+    if not graded:
+        raise ValueError("no record has a ground truth answer to grade against")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    results_path = out_dir / RESULTS
+    timings_path = out_dir / TIMINGS
+    timings: dict[str, float] = (
+        json.loads(timings_path.read_text()) if timings_path.exists() else {}
+    )
+    done = completed_runs(results_path)
+    limiter = SequenceLimiter(config.max_concurrency)
+    gate = asyncio.Semaphore(max(1, config.max_concurrency))
+    skipped = ran = 0
+
+    with open(results_path, "a", encoding="utf-8") as sink:
+        for spec in methods:
+            graph = build_method_graph(
+                spec, client, config=config, compactor=compactor, limiter=limiter
+            )
+            todo = [
+                (record, s)
+                for record in graded
+                for s in range(samples)
+                if _key(spec.text, record.id, s) not in done
+            ]
+            skipped += len(graded) * samples - len(todo)
+            if not todo:
+                continue
+            bar = tqdm(
+                total=len(todo),
+                desc=spec.text,
+                unit="run",
+                disable=not progress,
+                file=progress_file or sys.stderr,
+            )
+            started = time.perf_counter()
+
+            async def one(
+                record: DatasetRecord,
+                sample: int,
+                spec: MethodSpec = spec,
+                graph: Any = graph,
+                bar: Any = bar,
+            ) -> None:
+                async with gate:
+                    t0 = time.perf_counter()
+                    state = {"messages": list(record.messages), "problem_id": record.id}
+                    try:
+                        out = await graph.ainvoke(state)
+                        result: PaCoReResult = out["result"]
+                    except Exception as exc:
+                        line = _error_line(spec, record, sample, exc, time.perf_counter() - t0)
+                    else:
+                        chosen = grader or auto_grader(record.raw.get("category"))
+                        grade = await asyncio.to_thread(
+                            chosen.grade, result.answer, record.ground_truth
+                        )
+                        line = _run_line(spec, record, sample, result, grade)
+                    sink.write(json.dumps(line, ensure_ascii=False) + "\n")
+                    sink.flush()
+                    bar.update(1)
+
+            try:
+                await asyncio.gather(*(one(r, s) for r, s in todo))
+            finally:
+                bar.close()
+            ran += len(todo)
+            timings[spec.text] = round(time.perf_counter() - started, 3)
+            timings_path.write_text(json.dumps(timings, indent=1))
+
+    wanted = {m.text for m in methods}
+    ids = {r.id for r in graded}
+    lines = [
+        line
+        for line in _read_lines(results_path)
+        if line.get("method") in wanted
+        and str(line.get("problem_id")) in ids
+        and int(line.get("sample", 0)) < samples
+    ]
+    stats = summarize(
+        lines,
+        wall_s={m: timings[m] for m in wanted if m in timings},
+        method_order=[m.text for m in methods],
+    )
+    report_meta = {
+        "model": getattr(client, "model", None),
+        "problems": len(graded),
+        "samples": samples,
+        "grader": grader.name if grader is not None else "auto (by category)",
+        "compactor": compactor if isinstance(compactor, str) else compactor.name,
+        "max_tokens": config.sampling.max_tokens,
+        "temperature": config.sampling.temperature,
+        **(meta or {}),
+    }
+    json_path, md_path = write_report(out_dir, stats, report_meta)
+    plot_path = plot_scaling(
+        stats,
+        out_dir / "scaling.png",
+        title=str(meta.get("title")) if meta and meta.get("title") else None,
+    )
+    return EvalOutcome(
+        stats=stats,
+        results=results_path,
+        report_json=json_path,
+        report_md=md_path,
+        plot=plot_path,
+        skipped=skipped,
+        ran=ran,
+    )
