@@ -21,9 +21,10 @@ once; the returned graph only runs.
 
 from __future__ import annotations
 
+import functools
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -50,6 +51,7 @@ from pacore_graph.prompts import (
 )
 from pacore_graph.records import PaCoReResult, Trajectory
 from pacore_graph.state import PaCoReInput, PaCoReOutput, PaCoReState
+from pacore_graph.tracing import RunTracer, TraceOptions
 
 __all__ = ["ainvoke_pacore", "build_pacore_graph", "normalize_conversation"]
 
@@ -99,6 +101,7 @@ def build_pacore_graph(
     template: str = SYNTHESIS_TEMPLATE,
     limiter: SequenceLimiter | None = None,
     aggregator: Aggregator | None = None,
+    tracing: TraceOptions | bool | None = None,
     name: str = "pacore",
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Build and compile the PaCoRe graph.
@@ -113,6 +116,10 @@ def build_pacore_graph(
     ``aggregator`` replaces the final K=1 synthesis round with another way of
     choosing the answer from the last configured round (the baselines in
     ``pacore_graph.graphs``: a single sample, a majority vote).
+
+    ``tracing`` controls OpenTelemetry spans (see :mod:`pacore_graph.tracing`):
+    by default the global tracer provider is used, which is a no-op until the
+    user configures one; ``False`` turns span creation off entirely.
     """
     cfg = (
         PaCoReConfig.model_validate(config or {})
@@ -140,11 +147,20 @@ def build_pacore_graph(
     preset = cfg.preset_name()
     base_seed = cfg.sampling.seed
     run_explorer = explorer
+    if isinstance(tracing, TraceOptions):
+        trace_options = tracing
+    else:
+        trace_options = TraceOptions(enabled=tracing is not False)
+    tracer = RunTracer(trace_options, config=cfg, model=model_name)
+    explorer_name = None if isinstance(explorer, ChatExplorer) else type(explorer).__name__
+    compactor_name = getattr(compact_with, "name", type(compact_with).__name__)
 
     async def prepare(state: PaCoReState) -> dict[str, Any]:
         convo = normalize_conversation(state.get("messages") or [])
+        run_id = uuid.uuid4().hex
+        tracer.start_run(run_id, schedule, preset)
         return {
-            "run_id": uuid.uuid4().hex,
+            "run_id": run_id,
             "started": time.time(),
             "conversation": tuple(convo),
             "round": 0,
@@ -152,16 +168,18 @@ def build_pacore_graph(
             "pending": None,
         }
 
-    async def round_node(state: PaCoReState) -> dict[str, Any]:
+    async def round_node(state: PaCoReState, config: RunnableConfig) -> dict[str, Any]:
         r = state["round"]
         conversation = state["conversation"]
         if r == 0:
+            tracer.start_round(state["run_id"], r, schedule[r], ())
             return {"prompt": conversation, "prompt_refs": ()}
         usable = [t for t in state["rounds"][-1] if t.message]
         order = order_references([t.message or "" for t in usable], cfg.shuffle_seed)
         refs = tuple(usable[i].index for i in order)
         texts = [usable[i].message or "" for i in order]
         prompt = synthesis_messages(conversation, texts, template)
+        tracer.start_round(state["run_id"], r, schedule[r], texts)
         return {"prompt": tuple(prompt), "prompt_refs": refs}
 
     def fan_out(state: PaCoReState) -> list[Send]:
@@ -188,14 +206,21 @@ def build_pacore_graph(
 
     async def explore(task: Any, config: RunnableConfig) -> dict[str, Any]:
         # ``task`` is the ExploreTask carried by this explorer's Send.
-        return {"pending": [await run_explorer.explore(task, config)]}
+        with tracer.explorer(
+            task.run_id, task.index, task.references, task.messages, explorer_name
+        ) as span:
+            trajectory = await run_explorer.explore(task, config)
+            span.record(trajectory)
+        return {"pending": [trajectory]}
 
-    async def compact(state: PaCoReState) -> dict[str, Any]:
+    async def compact(state: PaCoReState, config: RunnableConfig) -> dict[str, Any]:
         r = state["round"]
         done = sorted(state.get("pending") or (), key=lambda t: t.index)
         compacted = tuple(
             t if t.failed else replace(t, message=compact_with.compact(t)) for t in done
         )
+        tracer.compaction(state["run_id"], compactor_name, compacted)
+        tracer.end_round(state["run_id"], compacted)
         if not compacted or all(t.failed for t in compacted):
             errors = [t.error or "" for t in compacted]
             first = errors[0] if errors else "no explorer returned"
@@ -209,7 +234,7 @@ def build_pacore_graph(
     def route(state: PaCoReState) -> str:
         return "round" if state["round"] < len(schedule) else "finalize"
 
-    async def finalize(state: PaCoReState) -> dict[str, Any]:
+    async def finalize(state: PaCoReState, config: RunnableConfig) -> dict[str, Any]:
         rounds = state["rounds"]
         details: dict[str, Any] = {"run_id": state["run_id"]}
         final: Trajectory
@@ -231,16 +256,31 @@ def build_pacore_graph(
             preset=preset,
             extra=details,
         )
+        tracer.end_run(state["run_id"], result)
         extra = {"reasoning_content": final.reasoning} if final.reasoning else {}
         reply: BaseMessage = AIMessage(content=answer, name=name, additional_kwargs=extra)
         return {"answer": answer, "result": result, "messages": [reply]}
 
+    def guarded(node: Callable[..., Awaitable[dict[str, Any]]]) -> Any:
+        """End the run's open spans with an error when a node raises, then re-raise."""
+
+        @functools.wraps(node)
+        async def run(state: Any, config: RunnableConfig) -> dict[str, Any]:
+            try:
+                return await node(state, config)
+            except BaseException as exc:
+                run_id = state.run_id if isinstance(state, ExploreTask) else state.get("run_id")
+                tracer.fail_run(run_id, exc)
+                raise
+
+        return run
+
     builder = StateGraph(PaCoReState, input_schema=PaCoReInput, output_schema=PaCoReOutput)
     builder.add_node("prepare", prepare)
-    builder.add_node("round", round_node)
-    builder.add_node("explore", explore)  # type: ignore[arg-type]  # Send payload, not state
-    builder.add_node("compact", compact)
-    builder.add_node("finalize", finalize)
+    builder.add_node("round", guarded(round_node))
+    builder.add_node("explore", guarded(explore))
+    builder.add_node("compact", guarded(compact))
+    builder.add_node("finalize", guarded(finalize))
     builder.add_edge(START, "prepare")
     builder.add_edge("prepare", "round")
     builder.add_conditional_edges("round", fan_out, ["explore"])
