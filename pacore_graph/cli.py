@@ -14,7 +14,7 @@ import contextlib
 import json
 import sys
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,8 @@ from pacore_graph.errors import PaCoReError
 from pacore_graph.graph import ainvoke_pacore, build_pacore_graph
 from pacore_graph.prompts import SYNTHESIS_TEMPLATE
 from pacore_graph.records import PaCoReResult
+from pacore_graph.telemetry import TRACE_KINDS, TracingConfigError, configure_tracing
+from pacore_graph.tracing import TraceOptions
 
 __all__ = ["build_parser", "main"]
 
@@ -76,6 +78,16 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
         help="direct aiohttp client (fast) or LangChain ChatOpenAI",
     )
     p.add_argument("--no-batch", action="store_true", help="one request per explorer, not n=K")
+    p.add_argument(
+        "--trace",
+        choices=list(TRACE_KINDS),
+        help="OpenTelemetry export: console | otlp (OTEL_* env) | jaeger | langfuse",
+    )
+    p.add_argument(
+        "--trace-content",
+        action="store_true",
+        help="record prompts and completions in spans (off unless asked)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -177,6 +189,23 @@ async def _endpoint(args: argparse.Namespace) -> AsyncIterator[_Endpoint]:
         yield _Endpoint(server.base_url, server.model)
 
 
+@contextlib.contextmanager
+def _tracing(args: argparse.Namespace) -> Iterator[TraceOptions]:
+    """Trace options for the run; flushes and shuts the exporter down at the end."""
+    capture = True if args.trace_content else None
+    if not args.trace:
+        yield TraceOptions(capture_content=capture)
+        return
+    try:
+        provider = configure_tracing(args.trace)
+    except TracingConfigError as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        yield TraceOptions(tracer_provider=provider, capture_content=capture)
+    finally:
+        provider.shutdown()
+
+
 def _client(args: argparse.Namespace, endpoint: _Endpoint, config: PaCoReConfig) -> ChatClient:
     if args.client == "langchain":
         from pacore_graph.models import LangChainChatClient, make_chat_model
@@ -229,11 +258,30 @@ async def _run(args: argparse.Namespace) -> int:
         if not records:
             raise UsageError(f"{args.input}: no usable records")
 
+    with _tracing(args) as trace_options:
+        return await _run_with(
+            args, config, compactor, template, records, input_errors, trace_options
+        )
+
+
+async def _run_with(
+    args: argparse.Namespace,
+    config: PaCoReConfig,
+    compactor: Any,
+    template: str,
+    records: list[Any],
+    input_errors: list[Any],
+    trace_options: TraceOptions,
+) -> int:
     async with _endpoint(args) as endpoint:
         client = _client(args, endpoint, config)
         try:
             graph = build_pacore_graph(
-                client, config=config, compactor=compactor, template=template
+                client,
+                config=config,
+                compactor=compactor,
+                template=template,
+                tracing=trace_options,
             )
         except (ValueError, TypeError) as exc:
             raise UsageError(str(exc)) from None
@@ -319,18 +367,20 @@ async def _eval(args: argparse.Namespace) -> int:
     async with _endpoint(args) as endpoint:
         client = _client(args, endpoint, config)
         try:
-            outcome = await run_eval(
-                records,
-                methods,
-                client,
-                config=config,
-                out_dir=args.out,
-                samples=args.samples,
-                grader=grader,
-                compactor=compactor,
-                progress=not args.no_progress,
-                meta={"dataset": str(args.dataset)},
-            )
+            with _tracing(args) as trace_options:
+                outcome = await run_eval(
+                    records,
+                    methods,
+                    client,
+                    config=config,
+                    out_dir=args.out,
+                    samples=args.samples,
+                    grader=grader,
+                    compactor=compactor,
+                    progress=not args.no_progress,
+                    meta={"dataset": str(args.dataset)},
+                    tracing=trace_options,
+                )
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         finally:

@@ -32,6 +32,7 @@ from pacore_graph.eval.report import MethodStats, summarize, write_report
 from pacore_graph.limits import SequenceLimiter
 from pacore_graph.records import PaCoReResult
 from pacore_graph.runner import DatasetRecord
+from pacore_graph.tracing import TraceOptions
 
 __all__ = ["EvalOutcome", "completed_runs", "run_eval"]
 
@@ -143,6 +144,7 @@ async def run_eval(
     progress: bool = True,
     progress_file: IO[str] | None = None,
     meta: Mapping[str, Any] | None = None,
+    tracing: TraceOptions | bool | None = None,
 ) -> EvalOutcome:
     """Run, grade and report; see the module docstring for files and resuming."""
     if samples < 1:
@@ -166,7 +168,12 @@ async def run_eval(
     with open(results_path, "a", encoding="utf-8") as sink:
         for spec in methods:
             graph = build_method_graph(
-                spec, client, config=config, compactor=compactor, limiter=limiter
+                spec,
+                client,
+                config=config,
+                compactor=compactor,
+                limiter=limiter,
+                tracing=tracing,
             )
             todo = [
                 (record, s)

@@ -24,6 +24,7 @@ from pacore_graph.graphs.majority import build_majority_graph
 from pacore_graph.graphs.refine import build_refine_graph
 from pacore_graph.graphs.single import build_single_graph
 from pacore_graph.limits import SequenceLimiter
+from pacore_graph.tracing import TraceOptions
 
 __all__ = ["FAMILIES", "MethodSpec", "build_method_graph", "parse_method", "parse_methods"]
 
@@ -108,19 +109,17 @@ def build_method_graph(
     config: PaCoReConfig,
     compactor: Compactor | str = "conclusion",
     limiter: SequenceLimiter | None = None,
+    tracing: TraceOptions | bool | None = None,
 ) -> Any:
     """The compiled graph for one method; ``config`` gives sampling, retries and limits."""
+    common: dict[str, Any] = {"compactor": compactor, "limiter": limiter, "tracing": tracing}
     if spec.family == "pacore":
         cfg = PaCoReConfig.model_validate({**config.model_dump(), "rounds": list(spec.rounds)})
-        return build_pacore_graph(client, config=cfg, compactor=compactor, limiter=limiter)
+        return build_pacore_graph(client, config=cfg, **common)
     if spec.family == "single":
-        return build_single_graph(client, config=config, compactor=compactor, limiter=limiter)
+        return build_single_graph(client, config=config, **common)
     if spec.family == "majority":
-        return build_majority_graph(
-            client, spec.k, config=config, compactor=compactor, limiter=limiter
-        )
+        return build_majority_graph(client, spec.k, config=config, **common)
     if spec.family == "refine":
-        return build_refine_graph(
-            client, spec.k, config=config, compactor=compactor, limiter=limiter
-        )
+        return build_refine_graph(client, spec.k, config=config, **common)
     raise ValueError(f"unknown method family {spec.family!r}")  # pragma: no cover

@@ -1,0 +1,245 @@
+"""Spans over the wire: a local OTLP/HTTP receiver decodes what the exporter sends.
+
+The receiver is a plain HTTP server on loopback that parses the protobuf
+``ExportTraceServiceRequest`` with opentelemetry-proto, the way Jaeger or
+Langfuse would, and keeps the request headers (for Langfuse's Basic auth).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from pacore_graph import PaCoReConfig, ainvoke_pacore, build_pacore_graph
+from pacore_graph.telemetry import TracingConfigError, configure_tracing
+from pacore_graph.testing import ScriptedServer
+from pacore_graph.testing.fake_client import FakeChatClient
+from pacore_graph.tracing import TraceOptions
+
+
+@dataclass
+class Receiver:
+    url: str
+    requests: list[tuple[str, dict[str, str], bytes]] = field(default_factory=list)
+
+    def spans(self) -> list[dict[str, Any]]:
+        """Every span received, flattened: name, attributes, links, service name."""
+        out = []
+        for _path, _headers, body in self.requests:
+            req = ExportTraceServiceRequest()
+            req.ParseFromString(body)
+            for rs in req.resource_spans:
+                service = {a.key: a.value.string_value for a in rs.resource.attributes}
+                for ss in rs.scope_spans:
+                    for span in ss.spans:
+                        out.append(
+                            {
+                                "name": span.name,
+                                "attributes": {a.key: _value(a.value) for a in span.attributes},
+                                "links": [
+                                    {a.key: _value(a.value) for a in link.attributes}
+                                    for link in span.links
+                                ],
+                                "service": service.get("service.name"),
+                                "scope": ss.scope.name,
+                            }
+                        )
+        return out
+
+
+def _value(v: Any) -> Any:
+    kind = v.WhichOneof("value")
+    if kind == "array_value":
+        return [_value(x) for x in v.array_value.values]
+    return getattr(v, kind) if kind else None
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    got: list[tuple[str, dict[str, str], bytes]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            got.append((self.path, {k.lower(): v for k, v in self.headers.items()}, body))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-protobuf")
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield Receiver(url=f"http://127.0.0.1:{server.server_address[1]}", requests=got)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+async def test_langfuse_export_sends_basic_auth_and_genai_spans(receiver: Receiver) -> None:
+    env = {
+        "LANGFUSE_HOST": receiver.url,
+        "LANGFUSE_PUBLIC_KEY": "pk-lf-123",
+        "LANGFUSE_SECRET_KEY": "sk-lf-secret",
+    }
+    provider = configure_tracing("langfuse", env=env, batch=False)
+    graph = build_pacore_graph(
+        FakeChatClient(model="pacore-8b"),
+        config=PaCoReConfig(rounds=[3, 2]),
+        tracing=TraceOptions(tracer_provider=provider),
+    )
+    result = await ainvoke_pacore(graph, "Q?")
+    provider.shutdown()
+    assert receiver.requests, "no OTLP request arrived"
+    paths = {path for path, _, _ in receiver.requests}
+    assert paths == {"/api/public/otel/v1/traces"}
+    expected = "Basic " + base64.b64encode(b"pk-lf-123:sk-lf-secret").decode()
+    assert all(h["authorization"] == expected for _, h, _ in receiver.requests)
+    assert all(h["content-type"] == "application/x-protobuf" for _, h, _ in receiver.requests)
+    spans = receiver.spans()
+    names = [s["name"] for s in spans]
+    assert names.count("invoke_workflow pacore") == 1
+    assert names.count("chat pacore-8b") == 3 + 2 + 1
+    assert sorted(n for n in names if n.startswith("pacore.round")) == [
+        "pacore.round 0",
+        "pacore.round 1",
+        "pacore.round 2",
+    ]
+    chats = [s for s in spans if s["name"] == "chat pacore-8b"]
+    assert all(s["attributes"]["gen_ai.operation.name"] == "chat" for s in chats)
+    assert sum(s["attributes"]["gen_ai.usage.output_tokens"] for s in chats) == (
+        result.effective_ttc
+    )
+    run_id = result.extra["run_id"]
+    assert {s["attributes"]["gen_ai.conversation.id"] for s in spans} == {run_id}
+    linked = [s for s in chats if s["links"]]
+    assert len(linked) == 2 + 1  # every explorer after round 0 read earlier messages
+    assert sorted(link["pacore.reference.position"] for link in linked[0]["links"]) in (
+        [1, 2, 3],
+        [1, 2],
+    )
+    assert {s["service"] for s in spans} == {"pacore-graph"}
+    assert all(b"sk-lf-secret" not in body for _, _, body in receiver.requests)
+
+
+async def test_jaeger_and_otlp_kinds_reach_their_endpoints(
+    receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    provider = configure_tracing("jaeger", endpoint=f"{receiver.url}/v1/traces", batch=False)
+    graph = build_pacore_graph(
+        FakeChatClient(),
+        config=PaCoReConfig(rounds=[2]),
+        tracing=TraceOptions(tracer_provider=provider),
+    )
+    await ainvoke_pacore(graph, "Q?")
+    provider.shutdown()
+    assert {p for p, _, _ in receiver.requests} == {"/v1/traces"}
+    receiver.requests.clear()
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", f"{receiver.url}/custom/traces")
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "my-bot")
+    provider = configure_tracing("otlp", batch=False)
+    graph = build_pacore_graph(
+        FakeChatClient(),
+        config=PaCoReConfig(rounds=[2]),
+        tracing=TraceOptions(tracer_provider=provider),
+    )
+    await ainvoke_pacore(graph, "Q?")
+    provider.shutdown()
+    assert {p for p, _, _ in receiver.requests} == {"/custom/traces"}
+    assert {s["service"] for s in receiver.spans()} == {"my-bot"}
+
+
+def test_langfuse_without_keys_is_a_clear_error() -> None:
+    with pytest.raises(TracingConfigError, match="LANGFUSE_PUBLIC_KEY"):
+        configure_tracing("langfuse", env={})
+    with pytest.raises(TracingConfigError, match="unknown trace kind"):
+        configure_tracing("zipkin")
+
+
+def test_cli_trace_otlp_with_content_over_real_http(receiver: Receiver) -> None:
+    with ScriptedServer(model="m").run_in_thread() as model_server:
+        env = {
+            **os.environ,
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"{receiver.url}/v1/traces",
+            "PACORE_API_KEY": "sk-should-never-be-exported",
+        }
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pacore_graph.cli",
+                "run",
+                "What is 2+2?",
+                "--rounds",
+                "2",
+                "--base-url",
+                model_server.base_url,
+                "--model",
+                "m",
+                "--json",
+                "--trace",
+                "otlp",
+                "--trace-content",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+            check=False,
+        )
+    assert proc.returncode == 0, proc.stderr
+    json.loads(proc.stdout)  # stdout is still exactly one JSON object
+    spans = receiver.spans()
+    chats = [s for s in spans if s["name"] == "chat m"]
+    assert len(chats) == 3
+    first = json.loads(chats[0]["attributes"]["gen_ai.input.messages"])
+    assert (
+        first[0]["parts"][0]["content"] in ("What is 2+2?",)
+        or "Reference" in (first[0]["parts"][0]["content"])
+    )
+    assert all("gen_ai.output.messages" in s["attributes"] for s in chats)
+    assert all(b"sk-should-never-be-exported" not in body for _, _, body in receiver.requests)
+
+
+def test_cli_trace_console_keeps_stdout_clean() -> None:
+    with ScriptedServer(model="m").run_in_thread() as model_server:
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pacore_graph.cli",
+                "run",
+                "Q",
+                "--rounds",
+                "1",
+                "--base-url",
+                model_server.base_url,
+                "--model",
+                "m",
+                "--json",
+                "--trace",
+                "console",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["answer"]
+    assert '"name": "invoke_workflow pacore"' in proc.stderr
+    assert '"name": "chat m"' in proc.stderr
