@@ -70,7 +70,7 @@ def receiver() -> Iterator[Receiver]:
     got: list[tuple[str, dict[str, str], bytes]] = []
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+        def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
             got.append((self.path, {k.lower(): v for k, v in self.headers.items()}, body))
             self.send_response(200)

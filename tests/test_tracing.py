@@ -58,7 +58,9 @@ async def test_span_tree_attributes_and_links_for_a_two_round_run(
     result = await ainvoke_pacore(graph, "Q?")
     spans = exporter.get_finished_spans()
     (run,) = by_name(spans, "invoke_workflow pacore")
-    rounds = sorted(by_name(spans, "pacore.round"), key=lambda s: s.attributes["pacore.round.index"])
+    rounds = sorted(
+        by_name(spans, "pacore.round"), key=lambda s: s.attributes["pacore.round.index"]
+    )
     chats = by_name(spans, "chat m1")
     compacts = by_name(spans, "pacore.compact conclusion")
     assert len(rounds) == 3 and len(chats) == 3 + 2 + 1 and len(compacts) == 3
@@ -111,7 +113,9 @@ async def test_span_tree_attributes_and_links_for_a_two_round_run(
         assert [p.attributes["pacore.explorer.index"] for p in linked] == list(refs)
     # Compaction sizes.
     c0 = next(c for c in compacts if round_ids[c.parent.span_id] == 0)
-    assert c0.attributes["pacore.compact.chars_before"] > c0.attributes["pacore.compact.chars_after"]
+    assert (
+        c0.attributes["pacore.compact.chars_before"] > c0.attributes["pacore.compact.chars_after"]
+    )
     # No content unless opted in.
     assert not any("gen_ai.input.messages" in s.attributes for s in spans)
     assert not any("gen_ai.output.messages" in s.attributes for s in spans)
@@ -177,9 +181,7 @@ async def test_content_is_captured_only_when_opted_in(
         tracing=TraceOptions(tracer_provider=provider, capture_content=False),
     )
     await ainvoke_pacore(graph, "Q?")
-    assert not any(
-        "gen_ai.input.messages" in s.attributes for s in exporter.get_finished_spans()
-    )
+    assert not any("gen_ai.input.messages" in s.attributes for s in exporter.get_finished_spans())
 
 
 async def test_tracing_disabled_makes_no_spans(
