@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from collections.abc import Iterator
 
 import pytest
+from otlp_receiver import Receiver, running_receiver
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -22,3 +24,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             f"PACORE_REQUIRE_EMBEDDED=1 but {', '.join(missing)} is not installed: "
             "install the [embedded] extra"
         )
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    """A local OTLP/HTTP endpoint that records and decodes what it is sent."""
+    with running_receiver() as r:
+        yield r

@@ -12,82 +12,15 @@ import json
 import os
 import subprocess
 import sys
-import threading
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 import pytest
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from otlp_receiver import Receiver
 
 from pacore_graph import PaCoReConfig, ainvoke_pacore, build_pacore_graph
 from pacore_graph.telemetry import TracingConfigError, configure_tracing
 from pacore_graph.testing import ScriptedServer
 from pacore_graph.testing.fake_client import FakeChatClient
 from pacore_graph.tracing import TraceOptions
-
-
-@dataclass
-class Receiver:
-    url: str
-    requests: list[tuple[str, dict[str, str], bytes]] = field(default_factory=list)
-
-    def spans(self) -> list[dict[str, Any]]:
-        """Every span received, flattened: name, attributes, links, service name."""
-        out = []
-        for _path, _headers, body in self.requests:
-            req = ExportTraceServiceRequest()
-            req.ParseFromString(body)
-            for rs in req.resource_spans:
-                service = {a.key: a.value.string_value for a in rs.resource.attributes}
-                for ss in rs.scope_spans:
-                    for span in ss.spans:
-                        out.append(
-                            {
-                                "name": span.name,
-                                "attributes": {a.key: _value(a.value) for a in span.attributes},
-                                "links": [
-                                    {a.key: _value(a.value) for a in link.attributes}
-                                    for link in span.links
-                                ],
-                                "service": service.get("service.name"),
-                                "scope": ss.scope.name,
-                            }
-                        )
-        return out
-
-
-def _value(v: Any) -> Any:
-    kind = v.WhichOneof("value")
-    if kind == "array_value":
-        return [_value(x) for x in v.array_value.values]
-    return getattr(v, kind) if kind else None
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    got: list[tuple[str, dict[str, str], bytes]] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-            got.append((self.path, {k.lower(): v for k, v in self.headers.items()}, body))
-            self.send_response(200)
-            self.send_header("Content-Type", "application/x-protobuf")
-            self.end_headers()
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield Receiver(url=f"http://127.0.0.1:{server.server_address[1]}", requests=got)
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 async def test_langfuse_export_sends_basic_auth_and_genai_spans(receiver: Receiver) -> None:
