@@ -14,6 +14,11 @@ process. Variants:
 - ``graph-nobatch``: the graph with one request per explorer.
 - ``graph-langchain``: the graph with LangChain's ``ChatOpenAI`` (aiohttp
   transport) as the client.
+- ``graph-notrace``: the graph built with ``tracing=False`` (no span calls at
+  all); ``graph`` itself runs with the OpenTelemetry API and no SDK provider,
+  which is what "tracing off" means for a user.
+- ``graph-inmemory``: the graph with an SDK provider exporting every span to
+  an in-memory exporter (batch processor), i.e. tracing on.
 
 The model-call limit is 1,024 samples in flight for every variant. Prints a
 table of medians over ``--repeats`` runs, alternating variants, and each
@@ -44,7 +49,15 @@ ROOT = Path(__file__).resolve().parent.parent
 SERVER = ROOT / "pacore_graph" / "testing" / "scripted_server.py"
 SCHEDULE = (32, 4, 1)
 CONCURRENCY = 1024
-VARIANTS = ("floor", "floor-n", "graph", "graph-nobatch", "graph-langchain")
+VARIANTS = (
+    "floor",
+    "floor-n",
+    "graph",
+    "graph-nobatch",
+    "graph-langchain",
+    "graph-notrace",
+    "graph-inmemory",
+)
 
 
 def problems(count: int) -> list[str]:
@@ -116,9 +129,12 @@ async def floor(base_url: str, count: int, batched: bool) -> int:
 # --------------------------------------------------------------------------- graph
 
 
-async def graph(base_url: str, count: int, batched: bool, langchain: bool) -> int:
+async def graph(
+    base_url: str, count: int, batched: bool, langchain: bool, tracing: str = "api"
+) -> int:
     from pacore_graph import OpenAICompatClient, PaCoReConfig, build_pacore_graph
     from pacore_graph.client import ChatClient
+    from pacore_graph.tracing import TraceOptions
 
     config = PaCoReConfig.from_preset("high", max_concurrency=CONCURRENCY, batch_samples=batched)
     client: ChatClient
@@ -128,10 +144,27 @@ async def graph(base_url: str, count: int, batched: bool, langchain: bool) -> in
         client = LangChainChatClient(make_chat_model(base_url, "scripted"))
     else:
         client = OpenAICompatClient(base_url, "scripted")
-    app = build_pacore_graph(client, config=config)
+    options = TraceOptions(enabled=tracing != "off")
+    exporter = None
+    if tracing == "inmemory":
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(BatchSpanProcessor(exporter, max_queue_size=65536))
+        options = TraceOptions(tracer_provider=provider)
+    app = build_pacore_graph(client, config=config, tracing=options)
     results = await asyncio.gather(
         *(app.ainvoke({"messages": [{"role": "user", "content": q}]}) for q in problems(count))
     )
+    if exporter is not None:
+        provider.shutdown()
+        expected = count * (1 + 3 + 37 + 3)  # run, rounds, chats, compactions
+        got = len(exporter.get_finished_spans())
+        if got != expected:
+            raise RuntimeError(f"in-memory exporter holds {got} spans, expected {expected}")
     if isinstance(client, OpenAICompatClient):
         await client.aclose()
     return sum(len(r["result"].trajectories) for r in results)
@@ -153,6 +186,7 @@ def run_variant(variant: str, base_url: str, count: int) -> dict[str, Any]:
                 count,
                 batched=variant != "graph-nobatch",
                 langchain=variant == "graph-langchain",
+                tracing={"graph-notrace": "off", "graph-inmemory": "inmemory"}.get(variant, "api"),
             )
         )
     wall = time.perf_counter() - started
