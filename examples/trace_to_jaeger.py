@@ -62,9 +62,8 @@ async def main() -> None:
     finally:
         provider.shutdown()  # flush the batched spans before exiting
     print(result.answer.strip())
-    print(
-        f"run id {result.extra['run_id']}: search Jaeger for gen_ai.conversation.id={result.extra['run_id']}"
-    )
+    run_id = result.extra["run_id"]
+    print(f"run {run_id}: in Jaeger, search tags gen_ai.conversation.id={run_id}")
 
 
 if __name__ == "__main__":

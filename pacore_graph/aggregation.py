@@ -77,7 +77,8 @@ class Aggregator(Protocol):
 
 
 def _usable(rounds: Sequence[Sequence[Trajectory]]) -> list[Trajectory]:
-    usable = [t for t in rounds[-1] if not t.failed]
+    # Explorer order, whatever order the round was passed in: ties and "first" go by index.
+    usable = sorted((t for t in rounds[-1] if not t.failed), key=lambda t: t.index)
     if not usable:
         raise ValueError("no successful trajectory to choose an answer from")
     return usable

@@ -29,6 +29,7 @@ from typing import IO, Any
 from tqdm import tqdm
 
 from pacore_graph.graph import normalize_conversation
+from pacore_graph.jsonl import open_append
 from pacore_graph.records import PaCoReResult
 
 __all__ = [
@@ -196,7 +197,7 @@ async def run_dataset(
         disable=not progress,
         file=progress_file or sys.stderr,
     )
-    with open(out_path, "a", encoding="utf-8") as sink:
+    with open_append(out_path) as sink:
 
         async def one(record: DatasetRecord) -> None:
             async with gate:

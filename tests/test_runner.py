@@ -303,3 +303,31 @@ async def test_run_dataset_limits_problems_in_flight(tmp_path: Path, in_flight: 
     )
     assert summary.succeeded == 5
     assert peak == in_flight
+
+
+async def test_resume_after_a_cut_last_line_loses_nothing(tmp_path: Path) -> None:
+    """An interrupted write leaves a line with no newline; the next run must not glue onto it."""
+    from pacore_graph import PaCoReConfig, build_pacore_graph
+    from pacore_graph.runner import DatasetRecord, finished_ids, run_dataset
+    from pacore_graph.testing.fake_client import FakeChatClient
+
+    records = [
+        DatasetRecord(id=f"p{i}", messages=({"role": "user", "content": f"Q{i}"},), line=i + 1)
+        for i in range(3)
+    ]
+    out = tmp_path / "results.jsonl"
+    graph = build_pacore_graph(FakeChatClient(), config=PaCoReConfig(rounds=[2]))
+    await run_dataset(graph, records[:2], out, progress=False)
+    text = out.read_text()
+    out.write_text(text[: len(text) - 40])  # p1's line is cut mid-way, no newline
+    assert finished_ids(out) == {"p0"}
+    client = FakeChatClient()
+    graph = build_pacore_graph(client, config=PaCoReConfig(rounds=[2]))
+    summary = await run_dataset(graph, records, out, progress=False)
+    assert summary.succeeded == 2 and summary.skipped == 1
+    assert finished_ids(out) == {"p0", "p1", "p2"}
+    # A third run finds everything finished and calls the model zero times.
+    idle = FakeChatClient()
+    graph = build_pacore_graph(idle, config=PaCoReConfig(rounds=[2]))
+    summary = await run_dataset(graph, records, out, progress=False)
+    assert summary.skipped == 3 and idle.requests == 0

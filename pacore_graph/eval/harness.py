@@ -29,6 +29,7 @@ from pacore_graph.eval.graders import Grade, Grader, auto_grader, ground_truth_a
 from pacore_graph.eval.methods import MethodSpec, build_method_graph
 from pacore_graph.eval.plot import plot_scaling
 from pacore_graph.eval.report import MethodStats, summarize, write_report
+from pacore_graph.jsonl import open_append
 from pacore_graph.limits import SequenceLimiter
 from pacore_graph.records import PaCoReResult
 from pacore_graph.runner import DatasetRecord
@@ -165,7 +166,7 @@ async def run_eval(
     gate = asyncio.Semaphore(max(1, config.max_concurrency))
     skipped = ran = 0
 
-    with open(results_path, "a", encoding="utf-8") as sink:
+    with open_append(results_path) as sink:
         for spec in methods:
             graph = build_method_graph(
                 spec,

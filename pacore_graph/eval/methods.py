@@ -90,7 +90,7 @@ def parse_method(text: str) -> MethodSpec:
 
 def parse_methods(text: str) -> list[MethodSpec]:
     """Split a comma-separated list; ``pacore:8,2,single`` keeps ``8,2`` together."""
-    parts = [p for p in re.split(r",(?=\s*[A-Za-z])", text) if p.strip()]
+    parts = [p.strip(" ,") for p in re.split(r",(?=\s*[A-Za-z])", text) if p.strip(" ,")]
     if not parts:
         raise ValueError("--methods is empty; e.g. pacore:low,single,majority:4")
     specs = [parse_method(p) for p in parts]
