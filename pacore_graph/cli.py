@@ -123,6 +123,16 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--limit", type=int, help="only the first N problems of the dataset")
     _add_model_args(ev)
 
+    graph = sub.add_parser("graph", help="draw a run's message-passing graph to PNG")
+    graph.add_argument("results", type=Path, help="results.jsonl of pacore run or pacore eval")
+    graph.add_argument("--id", required=True, help="the problem id (request_id / problem_id)")
+    graph.add_argument("--out", type=Path, required=True, help="PNG file to write")
+    graph.add_argument("--method", help="with pacore eval results: which method's run")
+    graph.add_argument("--sample", type=int, default=0, help="with pacore eval results")
+    graph.add_argument("--json", type=Path, dest="json_out", help="also write node-link JSON")
+    graph.add_argument("--graphml", type=Path, help="also write GraphML")
+    graph.add_argument("--grader", help="grader for correctness colours (default: math)")
+
     data = sub.add_parser("data", help="generate evaluation datasets")
     data.add_argument("kind", choices=["arithmetic", "easy-arithmetic"])
     data.add_argument("--n", type=int, default=100, help="number of problems")
@@ -392,6 +402,34 @@ async def _eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _graph(args: argparse.Namespace) -> int:
+    from pacore_graph.message_graph import graph_command
+
+    grader = None
+    if args.grader:
+        from pacore_graph.eval.graders import grader_from_name
+
+        try:
+            grader = grader_from_name(args.grader)
+        except (ValueError, ImportError, TypeError) as exc:
+            raise UsageError(f"--grader: {exc}") from None
+    try:
+        path = graph_command(
+            args.results,
+            args.id,
+            args.out,
+            method=args.method,
+            sample=args.sample,
+            json_out=args.json_out,
+            graphml_out=args.graphml,
+            grader=grader,
+        )
+    except FileNotFoundError as exc:
+        raise UsageError(str(exc)) from None
+    print(f"wrote {path}")
+    return 0
+
+
 def _data(args: argparse.Namespace) -> int:
     from pacore_graph.eval.datasets import generate_dataset
 
@@ -413,6 +451,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(_eval(args))
         if args.command == "data":
             return _data(args)
+        if args.command == "graph":
+            return _graph(args)
     except UsageError as exc:
         print(f"pacore: error: {exc}", file=sys.stderr)
         return 2
