@@ -123,6 +123,18 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--limit", type=int, help="only the first N problems of the dataset")
     _add_model_args(ev)
 
+    swe = sub.add_parser("swe", help="fix an issue in a repository with parallel tool explorers")
+    swe.add_argument("--repo", type=Path, required=True, help="the repository directory")
+    swe.add_argument("--issue", type=Path, required=True, help="a file with the issue text")
+    swe.add_argument("--test", required=True, help='the test command, e.g. "pytest -q"')
+    swe_shape = swe.add_mutually_exclusive_group()
+    swe_shape.add_argument("--preset", choices=sorted(PRESETS))
+    swe_shape.add_argument("--rounds", type=_rounds, help="round widths (default 4)")
+    swe.add_argument("--max-steps", type=int, default=12, help="model calls per explorer")
+    swe.add_argument("--diff-out", type=Path, help="write the final diff here")
+    swe.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_model_args(swe)
+
     graph = sub.add_parser("graph", help="draw a run's message-passing graph to PNG")
     graph.add_argument("results", type=Path, help="results.jsonl of pacore run or pacore eval")
     graph.add_argument("--id", required=True, help="the problem id (request_id / problem_id)")
@@ -132,6 +144,50 @@ def build_parser() -> argparse.ArgumentParser:
     graph.add_argument("--json", type=Path, dest="json_out", help="also write node-link JSON")
     graph.add_argument("--graphml", type=Path, help="also write GraphML")
     graph.add_argument("--grader", help="grader for correctness colours (default: math)")
+
+    ex = sub.add_parser("export-episodes", help="turn run/eval results into RL episodes")
+    ex.add_argument("results", type=Path, nargs="+", help="results.jsonl of pacore run/eval")
+    ex.add_argument("--out", type=Path, required=True, help="output file or directory")
+    ex.add_argument("--format", choices=["jsonl", "parquet", "hf"], default="jsonl")
+    ex.add_argument("--grader", help="math | exact | numeric | choice | module:function")
+
+    ts = sub.add_parser(
+        "trainset", help="build a training set with the paper's message-pool recipe"
+    )
+    ts.add_argument("sources", type=Path, nargs="+", help="PaCoRe-Train files or results files")
+    ts.add_argument("--out", type=Path, required=True)
+    ts.add_argument("--format", choices=["jsonl", "parquet", "hf"], default="jsonl")
+    ts.add_argument("--min-messages", type=int, default=16, help="|M| ~ U(min, max)")
+    ts.add_argument("--max-messages", type=int, default=24)
+    ts.add_argument("--prompts-per-problem", type=int, default=1)
+    ts.add_argument("--seed", type=int, default=0)
+    ts.add_argument("--math-threshold", type=float, default=9 / 24, help="stage-1 upper bound")
+    ts.add_argument("--code-threshold", type=float, default=15 / 24, help="stage-1 upper bound")
+    ts.add_argument("--no-stage1", action="store_true", help="keep every problem in stage 1")
+    ts.add_argument(
+        "--synthesis-results",
+        type=Path,
+        action="append",
+        default=[],
+        help="synthesis results for the stage-2 filter (repeatable)",
+    )
+    ts.add_argument("--grader", help="math | exact | numeric | choice | module:function")
+    ts.add_argument("--compactor", default="conclusion")
+
+    tr = sub.add_parser("train", help="train with TRL (GRPO or RLOO) on exported prompts")
+    tr.add_argument("--dataset", type=Path, required=True, help="a trainset or episodes dir/file")
+    tr.add_argument("--model", required=True, help="a local model directory (or hub name)")
+    tr.add_argument("--algo", choices=["grpo", "rloo"], default="grpo")
+    tr.add_argument("--max-steps", type=int, default=10)
+    tr.add_argument("--output-dir", type=Path)
+    tr.add_argument("--num-generations", type=int, default=8)
+    tr.add_argument("--batch-size", type=int, help="completions per device batch")
+    tr.add_argument("--max-completion-length", type=int, default=1024)
+    tr.add_argument("--learning-rate", type=float, default=1e-6)
+    tr.add_argument("--compactor", default="conclusion")
+    tr.add_argument("--grader", help="math | exact | numeric | choice | module:function")
+    tr.add_argument("--seed", type=int, default=0)
+    tr.add_argument("--cpu", action="store_true", help="train on the CPU even if a GPU exists")
 
     data = sub.add_parser("data", help="generate evaluation datasets")
     data.add_argument("kind", choices=["arithmetic", "easy-arithmetic"])
@@ -430,6 +486,139 @@ def _graph(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _swe(args: argparse.Namespace) -> int:
+    from pacore_graph.graphs.pacore_swe import run_swe
+    from pacore_graph.models import aclose_chat_model, make_chat_model
+
+    if not args.base_url or not args.model:
+        raise UsageError(
+            "pacore swe needs a tool-calling model: --base-url URL --model NAME "
+            "(the embedded 135M model cannot call tools)"
+        )
+    if not args.repo.is_dir():
+        raise UsageError(f"--repo {args.repo}: not a directory")
+    if not args.issue.is_file():
+        raise UsageError(f"--issue {args.issue}: no such file")
+    if args.max_steps < 1:
+        raise UsageError(f"--max-steps must be >= 1, got {args.max_steps}")
+    issue = args.issue.read_text(encoding="utf-8")
+    if not issue.strip():
+        raise UsageError(f"--issue {args.issue}: the issue text is empty")
+    config, _ = _prepare(args)
+    chat = make_chat_model(
+        args.base_url,
+        args.model,
+        api_key=args.api_key,
+        sampling=config.sampling,
+        retry=config.retry,
+    )
+    try:
+        with _tracing(args) as trace_options:
+            outcome = await run_swe(
+                chat,
+                args.repo,
+                issue,
+                args.test,
+                config=config,
+                max_steps=args.max_steps,
+                tracing=trace_options,
+            )
+    finally:
+        await aclose_chat_model(chat)
+    if args.diff_out is not None:
+        args.diff_out.write_text(outcome.diff, encoding="utf-8")
+    attempts = outcome.result.trajectories
+    passing = sum(bool(t.artifacts.get("tests_passed")) for t in attempts)
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "resolved": outcome.resolved,
+                    "applied": outcome.applied,
+                    "tests_passed": outcome.tests_passed,
+                    "diff": outcome.diff,
+                    "apply_message": outcome.apply_message,
+                    "test_output": outcome.test_output,
+                    "attempts_passing": passing,
+                    "attempts": len(attempts),
+                    "effective_ttc": outcome.result.effective_ttc,
+                    "result": outcome.result.to_dict(),
+                },
+                ensure_ascii=False,
+            )
+        )
+    else:
+        print(outcome.diff or "(the final attempt changed nothing)")
+        print(_summary(outcome.result))
+        print(f"attempts passing their tests: {passing}/{len(attempts)}")
+        if not outcome.applied:
+            print(f"final diff did not apply: {outcome.apply_message}")
+        else:
+            verdict = "PASSED" if outcome.tests_passed else "FAILED"
+            print(f"final diff on a fresh copy: tests {verdict}")
+        print("RESOLVED" if outcome.resolved else "NOT RESOLVED")
+    return 0 if outcome.resolved else 1
+
+
+def _grader_arg(spec: str | None) -> Any:
+    if not spec:
+        return None
+    from pacore_graph.eval.graders import grader_from_name
+
+    try:
+        return grader_from_name(spec)
+    except (ValueError, ImportError, TypeError) as exc:
+        raise UsageError(f"--grader: {exc}") from None
+
+
+def _rl(args: argparse.Namespace) -> int:
+    """export-episodes, trainset and train: bad input and a missing [rl] extra exit 2."""
+    try:
+        if args.command == "export-episodes":
+            from pacore_graph.rl.export import export_command
+
+            export_command(args.results, args.out, args.format, grader=_grader_arg(args.grader))
+        elif args.command == "trainset":
+            from pacore_graph.rl.recipe import build_trainset_command
+
+            build_trainset_command(
+                args.sources,
+                args.out,
+                fmt=args.format,
+                min_messages=args.min_messages,
+                max_messages=args.max_messages,
+                prompts_per_problem=args.prompts_per_problem,
+                seed=args.seed,
+                math_threshold=args.math_threshold,
+                code_threshold=args.code_threshold,
+                no_stage1=args.no_stage1,
+                synthesis_results=args.synthesis_results,
+                grader=_grader_arg(args.grader),
+                compactor=args.compactor,
+            )
+        else:
+            from pacore_graph.rl.train import train_command
+
+            train_command(
+                args.dataset,
+                args.model,
+                args.algo,
+                args.max_steps,
+                output_dir=args.output_dir,
+                num_generations=args.num_generations,
+                per_device_train_batch_size=args.batch_size,
+                max_completion_length=args.max_completion_length,
+                learning_rate=args.learning_rate,
+                compactor=args.compactor,
+                grader=_grader_arg(args.grader),
+                seed=args.seed,
+                use_cpu=True if args.cpu else None,
+            )
+    except (FileNotFoundError, ValueError, ImportError) as exc:
+        raise UsageError(str(exc)) from None
+    return 0
+
+
 def _data(args: argparse.Namespace) -> int:
     from pacore_graph.eval.datasets import generate_dataset
 
@@ -453,6 +642,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _data(args)
         if args.command == "graph":
             return _graph(args)
+        if args.command == "swe":
+            return asyncio.run(_swe(args))
+        if args.command in ("export-episodes", "trainset", "train"):
+            return _rl(args)
     except UsageError as exc:
         print(f"pacore: error: {exc}", file=sys.stderr)
         return 2

@@ -32,7 +32,7 @@ from pacore_graph.config import RetryPolicy, SamplingParams
 from pacore_graph.errors import ModelCallError
 from pacore_graph.records import Completion
 
-__all__ = ["LangChainChatClient", "ReasoningChatOpenAI", "make_chat_model"]
+__all__ = ["LangChainChatClient", "ReasoningChatOpenAI", "aclose_chat_model", "make_chat_model"]
 
 REASONING_FIELDS = ("reasoning", "reasoning_content")
 
@@ -100,6 +100,13 @@ def make_chat_model(
     )
 
 
+async def aclose_chat_model(chat_model: Any) -> None:
+    """Close a ``ChatOpenAI``'s async HTTP client (its aiohttp pool warns if left open)."""
+    root = getattr(chat_model, "root_async_client", None)
+    if root is not None:
+        await root.close()
+
+
 class LangChainChatClient:
     """A :class:`~pacore_graph.client.ChatClient` over any LangChain chat model.
 
@@ -116,9 +123,7 @@ class LangChainChatClient:
 
     async def aclose(self) -> None:
         """Close the chat model's async HTTP client (``ChatOpenAI``'s connection pool)."""
-        root = getattr(self.chat_model, "root_async_client", None)
-        if root is not None:
-            await root.close()
+        await aclose_chat_model(self.chat_model)
 
     async def complete(
         self,

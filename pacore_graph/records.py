@@ -84,6 +84,8 @@ class Trajectory:
     tool_calls: tuple[ToolCallRecord, ...] = ()
     logprobs: Any = None
     token_ids: tuple[int, ...] | None = None
+    artifacts: Mapping[str, Any] = field(default_factory=dict)
+    """What a tool explorer produced besides text, e.g. a SWE attempt's diff and tests."""
 
     @property
     def id(self) -> str:
@@ -106,6 +108,7 @@ class Trajectory:
         data["truncated"] = self.truncated
         data["references"] = list(self.references)
         data["tool_calls"] = [dict(asdict(call)) for call in self.tool_calls]
+        data["artifacts"] = dict(self.artifacts)
         if self.token_ids is not None:
             data["token_ids"] = list(self.token_ids)
         return data
@@ -140,6 +143,7 @@ class Trajectory:
             tool_calls=calls,
             logprobs=data.get("logprobs"),
             token_ids=tuple(token_ids) if token_ids is not None else None,
+            artifacts=dict(data.get("artifacts") or {}),
         )
 
 

@@ -45,7 +45,10 @@ _tracer = trace.get_tracer("pacore_graph")
 class ToolSession(Protocol):
     """One explorer's tools and workspace, alive for one trajectory."""
 
-    tools: Sequence[BaseTool]
+    @property
+    def tools(self) -> Sequence[BaseTool]:
+        """The tools the model may call in this trajectory."""
+        ...
 
     async def finish(self, trajectory: Trajectory) -> Trajectory:
         """Last word on the trajectory (e.g. append a diff and a test summary)."""

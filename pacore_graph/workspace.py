@@ -23,6 +23,7 @@ __all__ = [
     "apply_diff",
     "changed_files",
     "copy_tree",
+    "list_tree",
     "tree_diff",
 ]
 
@@ -69,6 +70,11 @@ def _files(root: Path) -> dict[str, Path]:
         if path.is_file() and not path.is_symlink():
             out[rel.as_posix()] = path
     return out
+
+
+def list_tree(root: Path) -> list[str]:
+    """The tree's files as sorted relative paths (caches and VCS data left out)."""
+    return list(_files(root))
 
 
 def _lines(path: Path | None) -> list[str] | None:

@@ -1,0 +1,252 @@
+"""PaCoRe for software engineering: parallel bug-fixing attempts, synthesised into one diff.
+
+Given a repository, an issue and a test command:
+
+- every explorer works in its **own copy** of the repository with sandboxed
+  tools (read and write files, run shell commands and Python, run the tests),
+  and ends with a unified diff of its copy and the outcome of the test command
+  (``Trajectory.artifacts``: ``diff``, ``tests_passed``, ``test_summary``);
+- the compacted message is that diff plus the test summary
+  (:class:`SWECompactor`), so the next round reads what each attempt changed
+  and whether it worked, not its tool transcript;
+- the final K=1 round writes one fix in its own copy; its diff is applied to a
+  fresh copy of the repository and verified with the test command
+  (:func:`run_swe` returns an :class:`SWEOutcome`).
+
+All model-written code, including the test runs, executes in
+:class:`~pacore_graph.tools.sandbox.LocalSandbox` (time, memory, process,
+file and output limits, no network, scrubbed environment).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.tools import BaseTool, StructuredTool
+
+from pacore_graph.compaction import split_conclusion
+from pacore_graph.config import PaCoReConfig
+from pacore_graph.explorer import ExploreTask
+from pacore_graph.graph import ainvoke_pacore, build_pacore_graph
+from pacore_graph.records import PaCoReResult, Trajectory
+from pacore_graph.tool_explorer import ToolSession, build_tool_explorer
+from pacore_graph.tools.code_executor import make_code_tools
+from pacore_graph.tools.sandbox import CodeExecutor, ExecRequest, LocalSandbox, SandboxLimits
+from pacore_graph.workspace import apply_diff, changed_files, copy_tree, list_tree, tree_diff
+
+__all__ = [
+    "SWE_LIMITS",
+    "SWE_SYSTEM_PROMPT",
+    "SWECompactor",
+    "SWEOutcome",
+    "SWESession",
+    "build_swe_graph",
+    "run_swe",
+    "swe_problem",
+]
+
+SWE_SYSTEM_PROMPT = """\
+You are fixing an issue in a software repository. The repository is your working directory.
+Tools: list_files(), read_file(path), write_file(path, content), run_shell(command),
+run_python(code) and run_tests() (runs the project's test command).
+Read the relevant code, edit the files to fix the issue, run the tests, and when you are
+done answer with a short explanation of the fix, without calling a tool."""
+
+#: Sandbox limits for SWE work: test suites need more time and memory than snippets.
+SWE_LIMITS = SandboxLimits(wall_time_s=120.0, cpu_time_s=120, memory_bytes=2048 * 1024 * 1024)
+
+_TEST_TAIL_CHARS = 1500
+
+
+def swe_problem(issue: str, test_command: str) -> str:
+    """The user message every explorer starts from."""
+    return (
+        f"Fix this issue in the repository.\n\n{issue.strip()}\n\n"
+        f"The tests are run with: {test_command}"
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SWEOutcome:
+    """The synthesised fix and its verification on a fresh copy of the repository."""
+
+    result: PaCoReResult
+    diff: str
+    applied: bool
+    tests_passed: bool
+    test_output: str
+    apply_message: str = ""
+
+    @property
+    def resolved(self) -> bool:
+        return self.applied and self.tests_passed and bool(self.diff.strip())
+
+
+class SWESession:
+    """One explorer's repository copy, its tools, and the diff + tests at the end."""
+
+    def __init__(
+        self, repo: Path, test_command: str, executor: CodeExecutor, workspace: Path
+    ) -> None:
+        self.repo = repo
+        self.test_command = test_command
+        self.executor = executor
+        self.workspace = workspace
+        self.tools: list[BaseTool] = [
+            *make_code_tools(executor, workdir=workspace),
+            StructuredTool.from_function(
+                coroutine=self._run_tests,
+                func=None,
+                name="run_tests",
+                description=f"Run the project's tests ({test_command}) in the workspace.",
+            ),
+            StructuredTool.from_function(
+                func=self._list_files,
+                name="list_files",
+                description="List the repository's files (relative paths).",
+            ),
+        ]
+
+    def _list_files(self) -> str:
+        return "\n".join(list_tree(self.workspace))
+
+    async def _run_tests(self) -> str:
+        result = await self.executor.aexecute(
+            ExecRequest(code=self.test_command, language="bash", workdir=self.workspace)
+        )
+        return result.to_tool_output()
+
+    async def finish(self, trajectory: Trajectory) -> Trajectory:
+        diff = tree_diff(self.repo, self.workspace)
+        result = await self.executor.aexecute(
+            ExecRequest(code=self.test_command, language="bash", workdir=self.workspace)
+        )
+        passed = result.exit_code == 0 and not result.timed_out
+        tail = (result.stdout + result.stderr)[-_TEST_TAIL_CHARS:]
+        summary = f"{'PASSED' if passed else 'FAILED'} (exit code {result.exit_code})\n{tail}"
+        return replace(
+            trajectory,
+            artifacts={
+                **trajectory.artifacts,
+                "diff": diff,
+                "files_changed": changed_files(self.repo, self.workspace),
+                "tests_passed": passed,
+                "test_summary": summary.strip(),
+            },
+        )
+
+    async def close(self) -> None:
+        shutil.rmtree(self.workspace, ignore_errors=True)
+
+
+@dataclass(frozen=True, slots=True)
+class SWECompactor:
+    """The message of an attempt: its diff, its test outcome, and its short explanation."""
+
+    name: str = "swe"
+
+    def compact(self, trajectory: Trajectory) -> str:
+        art = trajectory.artifacts
+        diff = str(art.get("diff") or "").strip() or "(no changes)"
+        tests = str(art.get("test_summary") or "not run")
+        explanation = split_conclusion(trajectory.content).strip()
+        return (
+            f"Proposed diff:\n```diff\n{diff}\n```\n"
+            f"Test result: {tests}\n\nExplanation: {explanation}"
+        )
+
+
+def build_swe_graph(
+    chat_model: BaseChatModel,
+    repo: Path,
+    test_command: str,
+    *,
+    config: PaCoReConfig | None = None,
+    executor: CodeExecutor | None = None,
+    max_steps: int = 12,
+    workspace_root: Path | None = None,
+    **kwargs: Any,
+) -> Any:
+    """The SWE PaCoRe graph: tool explorers, each in its own copy of ``repo``."""
+    repo = Path(repo).resolve()
+    if not repo.is_dir():
+        raise ValueError(f"repository {repo} is not a directory")
+    if not test_command.strip():
+        raise ValueError("a test command is required to verify attempts (e.g. 'pytest -q')")
+    sandbox = executor or LocalSandbox(SWE_LIMITS)
+
+    async def session(task: ExploreTask) -> ToolSession:
+        where = Path(
+            tempfile.mkdtemp(prefix=f"pacore-swe-r{task.round}.{task.index}-", dir=workspace_root)
+        )
+        copy_tree(repo, where)
+        return SWESession(repo, test_command, sandbox, where)
+
+    explorer = build_tool_explorer(
+        chat_model, session, max_steps=max_steps, system_prompt=SWE_SYSTEM_PROMPT
+    )
+    return build_pacore_graph(
+        config=config or PaCoReConfig(),
+        explorer=explorer,
+        compactor=kwargs.pop("compactor", SWECompactor()),
+        name="pacore_swe",
+        **kwargs,
+    )
+
+
+async def run_swe(
+    chat_model: BaseChatModel,
+    repo: Path,
+    issue: str,
+    test_command: str,
+    *,
+    config: PaCoReConfig | None = None,
+    executor: CodeExecutor | None = None,
+    max_steps: int = 12,
+    **kwargs: Any,
+) -> SWEOutcome:
+    """Run the SWE graph, then apply the final diff to a fresh copy and run the tests."""
+    if not issue.strip():
+        raise ValueError("empty issue text")
+    sandbox = executor or LocalSandbox(SWE_LIMITS)
+    graph = build_swe_graph(
+        chat_model,
+        repo,
+        test_command,
+        config=config,
+        executor=sandbox,
+        max_steps=max_steps,
+        **kwargs,
+    )
+    result = await ainvoke_pacore(graph, swe_problem(issue, test_command))
+    diff = str(result.final.artifacts.get("diff") or "")
+    fresh = Path(tempfile.mkdtemp(prefix="pacore-swe-verify-"))
+    try:
+        copy_tree(Path(repo).resolve(), fresh)
+        applied = apply_diff(diff, fresh)
+        if not applied.applied:
+            return SWEOutcome(
+                result=result,
+                diff=diff,
+                applied=False,
+                tests_passed=False,
+                test_output="",
+                apply_message=applied.message,
+            )
+        check = await sandbox.aexecute(
+            ExecRequest(code=test_command, language="bash", workdir=fresh)
+        )
+        return SWEOutcome(
+            result=result,
+            diff=diff,
+            applied=True,
+            tests_passed=check.exit_code == 0 and not check.timed_out,
+            test_output=(check.stdout + check.stderr)[-4000:],
+        )
+    finally:
+        shutil.rmtree(fresh, ignore_errors=True)

@@ -1,0 +1,686 @@
+"""The local sandbox: normal behaviour, and containment of hostile code.
+
+Every containment test runs the hostile program for real and checks, from
+the outside, that it was stopped and reported and that the parent (this test
+process, this machine) is unharmed. Each one is written so that it would fail
+if its containment were removed: the hostile programs are bounded (fork 200
+times, allocate 1 GiB, write 100 MiB...) so that without the limit they would
+*succeed* and the assertion would catch it, rather than take the machine down.
+
+Isolation is required: these tests fail, not skip, when the sandbox cannot
+create its namespaces here. Set ``PACORE_SANDBOX_ALLOW_UNISOLATED=1`` to skip
+them on a machine known to lack namespaces (never in CI).
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import json
+import os
+import resource
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pacore_graph.tools.sandbox import (
+    MIB,
+    BaseCodeExecutor,
+    CodeExecutor,
+    ExecRequest,
+    ExecResult,
+    Isolation,
+    Language,
+    LocalSandbox,
+    SandboxExecutionError,
+    SandboxLimits,
+    SandboxUnavailableError,
+)
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux")
+
+AS_ROOT = os.geteuid() == 0
+REPO = Path(__file__).resolve().parent.parent
+
+SMALL = SandboxLimits(
+    wall_time_s=3.0,
+    cpu_time_s=2,
+    memory_bytes=256 * MIB,
+    max_processes=16,
+    max_file_bytes=1 * MIB,
+    max_output_bytes=256 * 1024,
+)
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> Iterator[LocalSandbox]:
+    sb = LocalSandbox(SMALL)
+    try:
+        sb.start()
+    except SandboxUnavailableError as exc:
+        if os.environ.get("PACORE_SANDBOX_ALLOW_UNISOLATED") == "1":
+            pytest.skip(f"sandbox isolation unavailable here: {exc}")
+        pytest.fail(f"the sandbox cannot isolate code on this machine: {exc}")
+    yield sb
+    sb.shutdown()
+
+
+def run(
+    sb: LocalSandbox,
+    code: str,
+    language: Language = "python",
+    *,
+    workdir: Path | None = None,
+    stdin: str = "",
+    **limits: object,
+) -> ExecResult:
+    request = ExecRequest(
+        code=code,
+        language=language,
+        workdir=workdir,
+        stdin=stdin,
+        limits=SMALL.replace(**limits) if limits else None,
+    )
+    return sb.execute(request)
+
+
+def _pids_with(token: str) -> list[str]:
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or pid == str(os.getpid()):
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if token.encode() in f.read():
+                    found.append(pid)
+        except OSError:
+            continue
+    return found
+
+
+def assert_parent_unharmed(token: str | None = None) -> None:
+    """Nothing the sandbox started is left, and this process can still spawn children."""
+    if token is not None:
+        deadline = time.monotonic() + 2.0
+        while _pids_with(token) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _pids_with(token) == [], "a sandboxed process outlived its call"
+    assert subprocess.run(["true"], timeout=10).returncode == 0
+
+
+# --------------------------------------------------------------------------- values
+
+
+def test_limits_are_validated_and_documented_defaults() -> None:
+    limits = SandboxLimits()
+    assert (limits.wall_time_s, limits.cpu_time_s) == (10.0, 10)
+    assert limits.memory_bytes == 512 * MIB and limits.max_processes == 64
+    assert limits.max_file_bytes == 16 * MIB and limits.max_output_bytes == 1 * MIB
+    assert limits.network is False and limits.require_isolation is True
+    for bad in (
+        {"wall_time_s": 0},
+        {"cpu_time_s": 1.5},
+        {"memory_bytes": 1024},
+        {"max_processes": -1},
+        {"max_output_bytes": True},
+        {"network": "no"},
+    ):
+        with pytest.raises(ValueError):
+            SandboxLimits(**bad)
+    assert limits.replace(wall_time_s=1).wall_time_s == 1
+
+
+def test_request_is_validated() -> None:
+    with pytest.raises(ValueError):
+        ExecRequest(code="x", language="ruby")
+    with pytest.raises(ValueError):
+        ExecRequest(code="a\x00b")
+    assert ExecRequest(code="x", workdir="/tmp").workdir == Path("/tmp")
+
+
+def test_result_text_for_the_model() -> None:
+    result = ExecResult(
+        stdout="out\n",
+        stderr="err\n",
+        exit_code=None,
+        duration_s=1.5,
+        limits=SMALL,
+        timed_out=True,
+        killed_by="wall_time",
+    )
+    text = result.to_tool_output()
+    assert "timed out: wall-time limit of 3 s" in text
+    assert "--- stdout ---\nout" in text and "--- stderr ---\nerr" in text
+    long = ExecResult(stdout="x" * 50_000, stderr="", exit_code=0, duration_s=0, limits=SMALL)
+    assert len(long.to_tool_output(max_chars=2000)) < 2500
+    assert "characters omitted" in long.to_tool_output(max_chars=2000)
+
+
+def test_local_sandbox_follows_the_protocol(sandbox: LocalSandbox) -> None:
+    assert isinstance(sandbox, CodeExecutor)
+    with LocalSandbox(SMALL) as sb:
+        assert sb.execute(ExecRequest(code="print(1)")).stdout == "1\n"
+    with pytest.raises(SandboxUnavailableError):
+        sb.execute(ExecRequest(code="print(1)"))
+
+
+def test_another_backend_plugs_in() -> None:
+    class Echo(BaseCodeExecutor):
+        def execute(self, request: ExecRequest) -> ExecResult:
+            return ExecResult(
+                stdout=request.code, stderr="", exit_code=0, duration_s=0, limits=SMALL
+            )
+
+    with Echo() as echo:
+        assert isinstance(echo, CodeExecutor)
+        assert asyncio.run(echo.aexecute(ExecRequest(code="hi"))).stdout == "hi"
+
+
+# --------------------------------------------------------------------------- normal behaviour
+
+
+def test_stdout_stderr_and_exit_codes(sandbox: LocalSandbox) -> None:
+    r = run(sandbox, "import sys\nprint('out')\nprint('err', file=sys.stderr)\nsys.exit(3)")
+    assert (r.stdout, r.stderr, r.exit_code) == ("out\n", "err\n", 3)
+    assert not r.timed_out and r.killed_by is None and not r.ok
+    r = run(sandbox, "echo hello; echo oops >&2; exit 7", "bash")
+    assert (r.stdout, r.stderr, r.exit_code) == ("hello\n", "oops\n", 7)
+    r = run(sandbox, "def broken(:\n")
+    assert r.exit_code == 1 and "SyntaxError" in r.stderr
+    r = run(sandbox, "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)")
+    assert r.exit_code is None and r.killed_by == "SIGSEGV"
+    r = run(sandbox, "print('ok')")
+    assert r.ok and r.duration_s < 3 and r.limits == SMALL
+    assert r.isolation.complete and r.network_isolated
+
+
+def test_stdin_is_given_and_large_stdin_cannot_deadlock(sandbox: LocalSandbox) -> None:
+    r = run(sandbox, "import sys; print(sys.stdin.read().upper())", stdin="hello")
+    assert r.stdout == "HELLO\n"
+    big = "x" * (4 * MIB)  # far beyond a pipe buffer; the program never reads it
+    r = run(sandbox, "print('ignored stdin')", stdin=big)
+    assert r.stdout == "ignored stdin\n"
+    r = run(sandbox, "wc -c", "bash", stdin=big)
+    assert r.stdout.strip() == str(4 * MIB)
+
+
+def test_code_larger_than_argv_allows(sandbox: LocalSandbox) -> None:
+    filler = "#" + "x" * 200_000 + "\n"
+    assert run(sandbox, filler + "print('big python')").stdout == "big python\n"
+    assert run(sandbox, filler + "echo big bash", "bash").stdout == "big bash\n"
+
+
+def test_given_workspace_persists_between_calls(sandbox: LocalSandbox, tmp_path: Path) -> None:
+    (tmp_path / "given.txt").write_text("from the host\n")
+    r = run(
+        sandbox, "open('made.txt', 'w').write(open('given.txt').read().upper())", workdir=tmp_path
+    )
+    assert r.ok, r.stderr
+    r = run(sandbox, "cat made.txt; pwd", "bash", workdir=tmp_path)
+    assert r.stdout == f"FROM THE HOST\n{tmp_path}\n"
+    assert (tmp_path / "made.txt").read_text() == "FROM THE HOST\n"
+    assert run(sandbox, "sed -i s/host/sandbox/ given.txt", "bash", workdir=tmp_path).ok
+    assert (tmp_path / "given.txt").read_text() == "from the sandbox\n"
+
+
+def test_the_running_interpreter_and_its_packages_are_usable(sandbox: LocalSandbox) -> None:
+    """Snippets and shell commands get this venv (e.g. to run a repository's tests)."""
+    assert sandbox.python == sys.executable
+    r = run(sandbox, "import sys, pytest; print(sys.executable)")
+    assert r.stdout == f"{sys.executable}\n", r.stderr
+    r = run(sandbox, "python -c 'import pytest' && pytest --version", "bash")
+    assert r.ok and "pytest" in r.stdout + r.stderr
+
+
+def test_fresh_workspace_is_a_removed_temporary_directory(sandbox: LocalSandbox) -> None:
+    r = run(sandbox, "import os, tempfile; print(os.getcwd()); print(tempfile.mkstemp()[1])")
+    cwd, tmpfile = r.stdout.split()
+    assert r.ok and tmpfile.startswith(cwd + "/")  # TMPDIR is the workspace
+    assert cwd != run(sandbox, "import os; print(os.getcwd())").stdout.strip()
+    assert not os.path.exists(cwd)
+
+
+async def test_aexecute_runs_concurrently_without_blocking_the_loop(
+    sandbox: LocalSandbox,
+) -> None:
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.02)
+            ticks += 1
+
+    tick_task = asyncio.create_task(ticker())
+    started = time.monotonic()
+    results = await asyncio.gather(
+        *(
+            sandbox.aexecute(ExecRequest(code=f"import time; time.sleep(1); print({i})"))
+            for i in range(4)
+        )
+    )
+    elapsed = time.monotonic() - started
+    tick_task.cancel()
+    assert [r.stdout for r in results] == [f"{i}\n" for i in range(4)]
+    assert elapsed < 3.0  # 4 x 1 s in sequence would be 4 s
+    assert ticks >= 20  # the event loop kept running throughout
+
+
+async def test_cancelling_aexecute_kills_the_code(sandbox: LocalSandbox) -> None:
+    token = f"987.{uuid.uuid4().int % 10**6}"
+    request = ExecRequest(
+        code=f"sleep {token}", language="bash", limits=SMALL.replace(wall_time_s=30)
+    )
+    task = asyncio.create_task(sandbox.aexecute(request))
+    await asyncio.sleep(0.5)
+    assert _pids_with(token)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert_parent_unharmed(token)
+
+
+def test_missing_workspace_is_a_recoverable_error(sandbox: LocalSandbox, tmp_path: Path) -> None:
+    with pytest.raises(SandboxExecutionError):
+        run(sandbox, "print(1)", workdir=tmp_path / "missing")
+    assert run(sandbox, "print(1)").ok
+
+
+# --------------------------------------------------------------------------- containment
+
+
+def test_infinite_loop_is_stopped_by_cpu_time(sandbox: LocalSandbox) -> None:
+    r = run(sandbox, "while True: pass", cpu_time_s=1, wall_time_s=10)
+    assert r.killed_by == "cpu_time" and r.timed_out and r.exit_code is None
+    assert 0.9 < r.duration_s < 4
+    assert r.cpu_time_s is not None and r.cpu_time_s > 0.5  # rusage is coarser than the limit
+    assert "CPU-time limit" in r.to_tool_output()
+    assert_parent_unharmed()
+
+
+def test_infinite_loop_is_stopped_by_wall_time(sandbox: LocalSandbox) -> None:
+    r = run(sandbox, "while True: pass", wall_time_s=1, cpu_time_s=30)
+    assert r.killed_by == "wall_time" and r.timed_out and r.exit_code is None
+    assert 0.9 < r.duration_s < 3
+    # Sleeping uses no CPU, and ignoring SIGTERM only buys the grace period.
+    r = run(
+        sandbox,
+        "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(60)",
+        wall_time_s=1,
+    )
+    assert r.killed_by == "wall_time" and r.duration_s < 3
+    assert "timed out: wall-time limit of 1 s" in r.to_tool_output()
+    assert_parent_unharmed()
+
+
+def test_closing_stdout_does_not_escape_the_time_limit(sandbox: LocalSandbox) -> None:
+    r = run(sandbox, "import os, time\nos.close(1); os.close(2)\ntime.sleep(60)", wall_time_s=1)
+    assert r.killed_by == "wall_time" and r.duration_s < 3
+
+
+def test_fork_is_limited_by_max_processes(sandbox: LocalSandbox) -> None:
+    # Bounded: without RLIMIT_NPROC all 200 forks succeed and the assertion fails.
+    code = (
+        "import os, time\n"
+        "n = 0\n"
+        "for _ in range(200):\n"
+        "    try:\n"
+        "        pid = os.fork()\n"
+        "    except OSError as exc:\n"
+        "        print('refused:', exc.strerror)\n"
+        "        break\n"
+        "    if pid == 0:\n"
+        "        time.sleep(30)\n"
+        "        os._exit(0)\n"
+        "    n += 1\n"
+        "print('forked', n)\n"
+    )
+    r = run(sandbox, code)
+    assert "refused: Resource temporarily unavailable" in r.stdout
+    forked = int(r.stdout.split("forked")[1])
+    assert forked < SMALL.max_processes
+    assert r.ok and r.duration_s < 2  # the sleeping children died with the call
+    assert_parent_unharmed()
+
+
+async def test_each_sandbox_has_its_own_process_budget(sandbox: LocalSandbox) -> None:
+    """Concurrent sandboxes share the uid but not the budget: no starving each other."""
+    code = (
+        "import os, time\n"
+        "n = 0\n"
+        "for _ in range(40):\n"
+        "    try:\n"
+        "        if os.fork() == 0:\n"
+        "            time.sleep(3)\n"
+        "            os._exit(0)\n"
+        "    except OSError:\n"
+        "        break\n"
+        "    n += 1\n"
+        "print(n)\n"
+        "time.sleep(0.5)\n"  # hold the children while the others fork
+    )
+    results = await asyncio.gather(*(sandbox.aexecute(ExecRequest(code=code)) for _ in range(3)))
+    notes = [note for r in results for note in r.isolation.notes]
+    assert not any("budget shared" in note for note in notes), notes
+    counts = [int(r.stdout) for r in results]
+    assert all(SMALL.max_processes // 2 < n < SMALL.max_processes for n in counts), counts
+    assert sum(counts) > SMALL.max_processes
+
+
+def test_fork_bomb_is_contained(sandbox: LocalSandbox) -> None:
+    token = f"bomb-{uuid.uuid4().hex}"  # every bomb process carries it in its cmdline
+    peak = 0
+    stop = threading.Event()
+
+    def watch() -> None:  # the host's view: how many bomb processes exist at once
+        nonlocal peak
+        while not stop.is_set():
+            peak = max(peak, len(_pids_with(token)))
+            time.sleep(0.02)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    started = time.monotonic()
+    try:
+        bomb = f": {token}; :(){{ :|:& }};: ; while :; do :; done"
+        r = run(sandbox, bomb, "bash", wall_time_s=1.5)
+    finally:
+        stop.set()
+        watcher.join()
+    assert r.killed_by in ("wall_time", "output_limit")
+    assert time.monotonic() - started < 5
+    assert 1 <= peak <= SMALL.max_processes
+    assert_parent_unharmed(token)
+
+
+def test_memory_hog_is_stopped_at_the_address_space_limit(sandbox: LocalSandbox) -> None:
+    r = run(sandbox, "x = bytearray(4 << 30)")
+    assert r.killed_by == "memory" and "MemoryError" in r.stderr and r.exit_code == 1
+    # Bounded at 1 GiB: without RLIMIT_AS this succeeds and the assertion fails.
+    code = (
+        "chunks = []\n"
+        "try:\n"
+        "    for _ in range(64):\n"
+        "        chunks.append(bytearray(16 << 20))\n"
+        "finally:\n"
+        "    print(len(chunks) * 16)\n"
+    )
+    r = run(sandbox, code)
+    assert r.killed_by == "memory" and "out of memory" in r.to_tool_output()
+    assert int(r.stdout) < SMALL.memory_bytes // MIB
+    assert_parent_unharmed()
+
+
+def test_huge_file_is_cut_at_the_file_size_limit(sandbox: LocalSandbox, tmp_path: Path) -> None:
+    code = (
+        "with open('big', 'wb') as f:\n    for _ in range(100):\n        f.write(b'x' * (1 << 20))"
+    )
+    r = run(sandbox, code, workdir=tmp_path)
+    assert r.killed_by == "file_size" and "File too large" in r.stderr
+    assert (tmp_path / "big").stat().st_size <= SMALL.max_file_bytes
+    r = run(sandbox, "head -c 100M /dev/zero > big2; echo status=$?", "bash", workdir=tmp_path)
+    assert "File size limit exceeded" in r.stderr and "status=153" in r.stdout
+    assert (tmp_path / "big2").stat().st_size <= SMALL.max_file_bytes
+    assert_parent_unharmed()
+
+
+def test_writing_outside_the_workspace_fails(sandbox: LocalSandbox, tmp_path: Path) -> None:
+    token = uuid.uuid4().hex
+    targets = [
+        REPO / f"escape-{token}",
+        Path("/root") / f"escape-{token}",
+        Path("/etc") / f"escape-{token}",
+        Path(tempfile.gettempdir()) / f"escape-{token}",
+        Path("/tmp") / f"escape-{token}",
+        Path("/var/tmp") / f"escape-{token}",
+        tmp_path.parent / f"escape-{token}",
+    ]
+    code = (
+        "import sys\n"
+        f"for path in {[str(t) for t in targets]!r}:\n"
+        "    try:\n"
+        "        open(path, 'w').write('escaped')\n"
+        "        print('WROTE', path)\n"
+        "    except OSError as exc:\n"
+        "        print('refused', path, exc.strerror)\n"
+        f"open('/dev/shm/escape-{token}', 'w').write('private')\n"
+        f"print('shm', open('/dev/shm/escape-{token}').read())\n"
+    )
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    r = run(sandbox, code, workdir=ws)
+    assert r.ok, r.stderr
+    assert "WROTE" not in r.stdout
+    assert r.stdout.count("refused") == len(targets)
+    assert "Read-only file system" in r.stdout
+    for target in targets:
+        assert not target.exists(), f"{target} was written from the sandbox"
+    # /dev/shm is a private tmpfs: usable inside, invisible outside.
+    assert "shm private" in r.stdout
+    assert not Path(f"/dev/shm/escape-{token}").exists()
+    r = run(sandbox, "touch /tmp/x; mkdir /var/tmp/y; rm -rf /etc/hostname", "bash")
+    assert r.exit_code != 0 and Path("/etc/hostname").exists()
+
+
+def test_inherited_secrets_are_not_visible(
+    sandbox: LocalSandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = f"sk-test-{uuid.uuid4().hex}"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    monkeypatch.setenv("PACORE_TEST_SECRET", secret)
+    code = (
+        "import os, glob\n"
+        "print(sorted(os.environ))\n"
+        "print('key', os.environ.get('OPENAI_API_KEY'))\n"
+        "found = []\n"
+        f"for path in glob.glob('/proc/*/environ') + ['/proc/{os.getpid()}/environ']:\n"
+        "    try:\n"
+        "        if b'sk-test-' in open(path, 'rb').read():\n"
+        "            found.append(path)\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "print('found', found)\n"
+    )
+    r = run(sandbox, code)
+    assert r.ok, r.stderr
+    assert secret not in r.stdout + r.stderr
+    assert "found []" in r.stdout and "key None" in r.stdout
+    names = set(ast.literal_eval(r.stdout.splitlines()[0]))
+    assert names <= {"PATH", "LANG", "HOME", "TMPDIR", "PYTHONDONTWRITEBYTECODE"} | {
+        "PYTHONUNBUFFERED",
+        "TERM",
+        "LC_CTYPE",
+    }
+    r = run(sandbox, "env; echo ${OPENAI_API_KEY:-unset}", "bash")
+    assert secret not in r.stdout and "OPENAI" not in r.stdout and r.stdout.endswith("unset\n")
+
+
+def _accepted(listener: socket.socket) -> bool:
+    listener.setblocking(False)
+    try:
+        conn, _ = listener.accept()
+    except BlockingIOError:
+        return False
+    conn.close()
+    return True
+
+
+_CONNECT = (
+    "import socket\n"
+    "try:\n"
+    "    socket.create_connection(('127.0.0.1', {port}), timeout=2).close()\n"
+    "    print('CONNECTED')\n"
+    "except OSError as exc:\n"
+    "    print('FAILED', exc)\n"
+)
+
+
+def test_network_connection_to_a_host_listener_is_blocked(sandbox: LocalSandbox) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+        r = run(sandbox, _CONNECT.format(port=port))
+        accepted = _accepted(listener)
+    connected = "CONNECTED" in r.stdout or accepted
+    # The flag must tell the truth either way; and here isolation must be on.
+    assert r.network_isolated == (not connected)
+    assert r.network_isolated, f"network isolation unavailable: {r.isolation.notes}"
+    assert r.stdout.startswith("FAILED") and not accepted
+
+
+def test_network_flag_really_allows_it_positive_control(sandbox: LocalSandbox) -> None:
+    # Proves the probe above can see a connection when the namespace is not there.
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+        r = run(sandbox, _CONNECT.format(port=port), network=True)
+        accepted = _accepted(listener)
+    assert r.stdout.startswith("CONNECTED") and accepted
+    assert r.network_isolated is False
+
+
+def test_hundreds_of_megabytes_of_output_are_capped(sandbox: LocalSandbox) -> None:
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    code = (
+        "import sys\n"
+        "chunk = 'x' * 65536\n"
+        "for _ in range(500 * 16):  # 500 MiB\n"
+        "    sys.stdout.write(chunk)\n"
+    )
+    r = run(sandbox, code, max_output_bytes=1 * MIB, wall_time_s=10)
+    assert r.output_truncated and r.killed_by == "output_limit"
+    assert len(r.stdout) + len(r.stderr) <= 1 * MIB
+    assert r.duration_s < 3
+    r = run(sandbox, "yes 'stderr flood' >&2", "bash", max_output_bytes=1 * MIB)
+    assert r.output_truncated and len(r.stderr) <= 1 * MIB and r.duration_s < 3
+    grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert grown_kib < 64 * 1024
+    assert_parent_unharmed()
+
+
+def test_background_grandchild_cannot_hold_the_call_open(sandbox: LocalSandbox) -> None:
+    token = f"987.{uuid.uuid4().int % 10**6}"
+    code = (
+        "import subprocess, sys\n"
+        f"subprocess.Popen(['sleep', '{token}'], start_new_session=True)\n"  # holds stdout
+        f"subprocess.Popen(['sleep', '{token}1'], stdout=subprocess.DEVNULL,\n"
+        "                 stderr=subprocess.DEVNULL, start_new_session=True)\n"
+        "print('main exits')\n"
+    )
+    r = run(sandbox, code, wall_time_s=20)
+    assert r.ok and r.stdout == "main exits\n"
+    assert r.duration_s < 2  # neither waited for the grandchild nor for the wall time
+    assert_parent_unharmed(token)
+
+
+def test_code_runs_unprivileged(sandbox: LocalSandbox) -> None:
+    r = run(
+        sandbox, "grep -E '^(Uid|CapEff|NoNewPrivs)' /proc/self/status; echo ==; ls /proc", "bash"
+    )
+    status, listing = r.stdout.split("==\n")
+    fields = dict(line.split(":", 1) for line in status.splitlines())
+    assert fields["CapEff"].strip() == "0000000000000000"
+    assert fields["NoNewPrivs"].strip() == "1"
+    uid = int(fields["Uid"].split()[0])
+    assert uid == (65534 if AS_ROOT else os.geteuid())
+    visible = [p for p in listing.split() if p.isdigit()]
+    assert len(visible) <= 4  # the sandbox's own PID namespace, not the host's processes
+    r = run(sandbox, "import ctypes; print(ctypes.CDLL(None).setuid(0))")
+    assert r.stdout.strip() == "-1"
+
+
+@pytest.mark.skipif(not AS_ROOT, reason="covers are made by root")
+def test_workspace_under_an_unreachable_directory_is_reachable(
+    sandbox: LocalSandbox, tmp_path: Path
+) -> None:
+    private = tmp_path / "private"
+    ws = private / "ws"
+    ws.mkdir(parents=True)
+    (private / "secret.txt").write_text("root only")
+    private.chmod(0o700)
+    r = run(sandbox, "import os; open('x', 'w').write('ok'); print(os.listdir('..'))", workdir=ws)
+    assert r.ok, r.stderr
+    assert r.stdout.strip() == "['ws']"  # root's other files stay hidden
+    assert (ws / "x").read_text() == "ok"
+
+
+# Run by an ordinary user: fork as often as NPROC allows, then try to write /tmp.
+_AS_USER_CODE = """
+import os, time
+n = 0
+for _ in range(50):
+    try:
+        if os.fork() == 0:
+            time.sleep(9)
+            os._exit(0)
+    except OSError:
+        break
+    n += 1
+print(n)
+try:
+    open("/tmp/escape", "w")
+except OSError as exc:
+    print(exc.errno)
+"""
+
+_AS_USER_DRIVER = """
+import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("sbx", {module!r})
+m = importlib.util.module_from_spec(spec)
+sys.modules["sbx"] = m
+spec.loader.exec_module(m)
+sb = m.LocalSandbox(m.SandboxLimits(max_processes=8, wall_time_s=5))
+r = sb.execute(m.ExecRequest(code=CODE))
+print(json.dumps(dict(iso=r.isolation.complete, net=r.network_isolated, out=r.stdout)))
+""".replace("CODE", repr(_AS_USER_CODE))
+
+
+@pytest.mark.skipif(not AS_ROOT, reason="runs the suite's checks as an ordinary user")
+def test_started_by_an_ordinary_user() -> None:
+    """Without root: a user namespace gives the same isolation, and NPROC still bites."""
+    python = shutil.which("python3", path="/usr/bin:/usr/local/bin")
+    if python is None:
+        pytest.skip("no system python3")
+    here = Path(tempfile.mkdtemp(prefix="pacore-user-test-"))
+    try:
+        _run_as_ordinary_user(python, here)
+    finally:
+        shutil.rmtree(here, ignore_errors=True)
+
+
+def _run_as_ordinary_user(python: str, here: Path) -> None:
+    here.chmod(0o755)
+    script = here / "as_user.py"
+    module = here / "sandbox.py"  # a copy: the checkout may be unreadable to that user
+    shutil.copyfile(REPO / "tools" / "sandbox.py", module)
+    module.chmod(0o644)
+    script.write_text(_AS_USER_DRIVER.format(module=str(module)))
+    script.chmod(0o644)
+    uid = 4242
+    out = subprocess.run(
+        ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", python, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={"PATH": "/usr/bin:/bin", "HOME": "/"},
+    )
+    if "cannot create namespaces" in out.stderr:
+        pytest.fail(f"no user namespaces for ordinary users here: {out.stderr[-500:]}")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout.splitlines()[-1])
+    assert report["iso"] and report["net"], report
+    forked, errno_line = report["out"].split()
+    assert int(forked) < 8 and errno_line == "30"  # NPROC held; EROFS outside the workspace
+
+
+def test_isolation_report_type() -> None:
+    iso = Isolation(network=True, filesystem=True, processes=True, privileges_dropped=True)
+    assert iso.complete
+    assert not Isolation(network=True).complete
