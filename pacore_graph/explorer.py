@@ -124,6 +124,11 @@ class GraphExplorer:
         if not hasattr(self.graph, "ainvoke"):
             raise TypeError("GraphExplorer needs a compiled LangGraph graph (with ainvoke)")
 
+    @property
+    def name(self) -> str:
+        """The explorer graph's name (traces show ``invoke_agent {name}``)."""
+        return str(getattr(self.graph, "name", None) or "explorer")
+
     async def explore(self, task: ExploreTask, config: RunnableConfig) -> Trajectory:
         try:
             out = await self.graph.ainvoke({"task": task}, config)

@@ -152,7 +152,11 @@ def build_pacore_graph(
     else:
         trace_options = TraceOptions(enabled=tracing is not False)
     tracer = RunTracer(trace_options, config=cfg, model=model_name)
-    explorer_name = None if isinstance(explorer, ChatExplorer) else type(explorer).__name__
+    explorer_name = (
+        None
+        if isinstance(explorer, ChatExplorer)
+        else str(getattr(explorer, "name", None) or type(explorer).__name__)
+    )
     compactor_name = getattr(compact_with, "name", type(compact_with).__name__)
 
     async def prepare(state: PaCoReState) -> dict[str, Any]:

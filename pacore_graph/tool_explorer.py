@@ -26,10 +26,10 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage, convert
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.graph import END, START, StateGraph
-from opentelemetry import trace
 
 from pacore_graph.explorer import ExploreTask, GraphExplorer, failed_trajectory
 from pacore_graph.records import ToolCallRecord, Trajectory
+from pacore_graph.tracing import model_step_span, tool_span
 
 __all__ = [
     "ToolExplorerState",
@@ -38,8 +38,6 @@ __all__ = [
     "build_tool_explorer",
     "static_tools",
 ]
-
-_tracer = trace.get_tracer("pacore_graph")
 
 
 class ToolSession(Protocol):
@@ -109,13 +107,11 @@ def _usage(message: AIMessage) -> tuple[int, int]:
 
 async def _call_tool(tool: BaseTool | None, name: str, args: Mapping[str, Any]) -> ToolCallRecord:
     started = time.perf_counter()
-    with _tracer.start_as_current_span(
-        f"execute_tool {name}",
-        attributes={"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name},
-    ) as span:
+    with tool_span(name, args) as span:
         if tool is None:
             error = f"unknown tool {name!r}"
-            span.set_attribute("error.type", "unknown_tool")
+            if span is not None:
+                span.set_attribute("error.type", "unknown_tool")
             return ToolCallRecord(name=name, arguments=args, output=error, error=error)
         try:
             output = await tool.ainvoke(dict(args))
@@ -125,7 +121,8 @@ async def _call_tool(tool: BaseTool | None, name: str, args: Mapping[str, Any]) 
             )
         except Exception as exc:  # a tool error is shown to the model, not raised
             error = f"{type(exc).__name__}: {exc}"
-            span.set_attribute("error.type", type(exc).__name__)
+            if span is not None:
+                span.set_attribute("error.type", type(exc).__name__)
             return ToolCallRecord(
                 name=name,
                 arguments=args,
@@ -156,6 +153,9 @@ def build_tool_explorer(
         raise ValueError(f"max_steps must be >= 1, got {max_steps}")
     if not hasattr(chat_model, "bind_tools"):
         raise TypeError("the tool explorer needs a chat model that supports bind_tools()")
+    model_name = str(
+        getattr(chat_model, "model_name", None) or getattr(chat_model, "model", None) or "model"
+    )
 
     async def run(state: ToolExplorerState, config: RunnableConfig) -> dict[str, Any]:
         task = state["task"]
@@ -174,7 +174,19 @@ def build_tool_explorer(
             while loop.steps < max_steps:
                 loop.steps += 1
                 try:
-                    answer = await model.ainvoke(loop.messages, config)
+                    with model_step_span(model_name) as step_span:
+                        answer = await model.ainvoke(loop.messages, config)
+                        if step_span is not None and isinstance(answer, AIMessage):
+                            p_tok, c_tok = _usage(answer)
+                            step_span.set_attributes(
+                                {
+                                    "gen_ai.usage.input_tokens": p_tok,
+                                    "gen_ai.usage.output_tokens": c_tok,
+                                    "gen_ai.response.finish_reasons": [
+                                        str((answer.response_metadata or {}).get("finish_reason"))
+                                    ],
+                                }
+                            )
                 except Exception as exc:
                     return {
                         "trajectory": replace(

@@ -29,6 +29,7 @@ import os
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,10 +44,72 @@ __all__ = [
     "RunTracer",
     "TraceOptions",
     "capture_content_from_env",
+    "model_step_span",
+    "tool_span",
 ]
 
 CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 INSTRUMENTATION_NAME = "pacore_graph"
+
+
+@dataclass(frozen=True, slots=True)
+class _Active:
+    tracer: Tracer
+    capture: bool
+    model: str
+    provider: str
+    conversation_id: str
+
+
+#: The tracer of the explorer span in progress, so spans made deeper down (a
+#: tool explorer's tool calls and model steps, in a subgraph) go to the same
+#: provider as the run's, not to the global one. Context variables follow
+#: asyncio tasks, which is how LangGraph runs subgraph nodes.
+_ACTIVE: ContextVar[_Active | None] = ContextVar("pacore_active_tracer", default=None)
+
+
+@contextmanager
+def tool_span(name: str, arguments: Mapping[str, Any]) -> Iterator[Span | None]:
+    """An ``execute_tool {name}`` span under the current explorer span (None if not tracing)."""
+    active = _ACTIVE.get()
+    if active is None:
+        yield None
+        return
+    attrs: dict[str, Any] = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": name,
+        "gen_ai.conversation.id": active.conversation_id,
+    }
+    if active.capture:
+        attrs["gen_ai.tool.call.arguments"] = json.dumps(dict(arguments), default=str)
+    with active.tracer.start_as_current_span(
+        f"execute_tool {name}", kind=SpanKind.INTERNAL, attributes=attrs
+    ) as span:
+        yield span
+
+
+@contextmanager
+def model_step_span(
+    model: str | None = None, messages_json: str | None = None
+) -> Iterator[Span | None]:
+    """A ``chat {model}`` span for one model call inside a multi-step explorer."""
+    active = _ACTIVE.get()
+    if active is None:
+        yield None
+        return
+    model = model or active.model
+    attrs: dict[str, Any] = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": active.provider,
+        "gen_ai.request.model": model,
+        "gen_ai.conversation.id": active.conversation_id,
+    }
+    if active.capture and messages_json is not None:
+        attrs["gen_ai.input.messages"] = messages_json
+    with active.tracer.start_as_current_span(
+        f"chat {model}", kind=SpanKind.CLIENT, attributes=attrs
+    ) as span:
+        yield span
 
 
 def capture_content_from_env(env: Mapping[str, str] = os.environ) -> bool:
@@ -264,8 +327,14 @@ class RunTracer:
             links=links,
         )
         state.current[index] = span.get_span_context()
-        with trace.use_span(span, end_on_exit=True, record_exception=True):
-            yield _ExplorerSpan(span, self)
+        token = _ACTIVE.set(
+            _Active(self._tracer, self.capture, self.model, self.options.provider_name, run_id)
+        )
+        try:
+            with trace.use_span(span, end_on_exit=True, record_exception=True):
+                yield _ExplorerSpan(span, self)
+        finally:
+            _ACTIVE.reset(token)
 
     # ----------------------------------------------------------- compaction
     def compaction(self, run_id: str, compactor: str, trajectories: Sequence[Trajectory]) -> None:

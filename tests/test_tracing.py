@@ -195,3 +195,61 @@ async def test_tracing_disabled_makes_no_spans(
     )
     await ainvoke_pacore(graph, "Q?")
     assert exporter.get_finished_spans() == ()
+
+
+async def test_tool_explorer_spans_go_to_the_runs_provider(
+    traced: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
+    """``invoke_agent``, per-step ``chat`` and ``execute_tool`` spans nest under the round."""
+    from langchain_core.tools import tool
+
+    from pacore_graph.models import aclose_chat_model, make_chat_model
+    from pacore_graph.testing import ScriptedReply, ScriptedServer, ScriptedToolCall
+    from pacore_graph.tool_explorer import build_tool_explorer, static_tools
+
+    provider, exporter = traced
+
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    def respond(req: object) -> ScriptedReply:
+        done = [m for m in req.messages if m.get("role") == "tool"]  # type: ignore[attr-defined]
+        if not done:
+            call = ScriptedToolCall(name="add", arguments={"a": 2, "b": 3})
+            return ScriptedReply(content="", tool_calls=(call,))
+        return ScriptedReply(content=f"\\boxed{{{done[-1]['content']}}}")
+
+    async with ScriptedServer(respond, model="tm") as srv:
+        chat = make_chat_model(srv.base_url, "tm")
+        explorer = build_tool_explorer(chat, static_tools([add]))
+        graph = build_pacore_graph(
+            explorer=explorer,
+            config=PaCoReConfig(rounds=[2]),
+            tracing=TraceOptions(tracer_provider=provider, capture_content=True),
+        )
+        result = await ainvoke_pacore(graph, "2+3?")
+        await aclose_chat_model(chat)
+    assert result.answer == "\\boxed{5}"
+    spans = exporter.get_finished_spans()
+    agents = by_name(spans, "invoke_agent tool_explorer")
+    tools = by_name(spans, "execute_tool add")
+    steps = by_name(spans, "chat tm")
+    assert len(agents) == 3 and len(tools) == 3 and len(steps) == 6  # 2 model calls each
+    agent_ids = {a.context.span_id for a in agents}
+    # Tool and step spans sit (through the subgraph) under an explorer span.
+    by_id = {s.context.span_id: s for s in spans}
+
+    def ancestor_is_agent(span: ReadableSpan) -> bool:
+        while span.parent is not None:
+            if span.parent.span_id in agent_ids:
+                return True
+            span = by_id[span.parent.span_id]
+        return False
+
+    assert all(ancestor_is_agent(s) for s in tools + steps)
+    assert all(t.attributes["gen_ai.operation.name"] == "execute_tool" for t in tools)
+    assert json.loads(tools[0].attributes["gen_ai.tool.call.arguments"]) == {"a": 2, "b": 3}
+    assert sum(s.attributes["gen_ai.usage.output_tokens"] for s in steps) == result.effective_ttc
+    assert all(a.attributes["pacore.tool_calls"] == 1 for a in agents)
