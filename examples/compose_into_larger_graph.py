@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator
 from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.graph import END, START, MessagesState, StateGraph
 
 from pacore_graph import OpenAICompatClient, PaCoReConfig, SamplingParams, build_pacore_graph
+from pacore_graph.embedded import model_endpoint
 
 
 class BotState(MessagesState):
@@ -61,17 +60,6 @@ def build_bot(client: OpenAICompatClient, max_tokens: int | None) -> Any:
     return bot.compile()
 
 
-@contextlib.asynccontextmanager
-async def endpoint(args: argparse.Namespace) -> AsyncIterator[tuple[str, str]]:
-    if args.base_url:
-        yield args.base_url, args.model
-        return
-    from pacore_graph.embedded import EmbeddedServer
-
-    async with EmbeddedServer() as server:
-        yield server.base_url, server.model
-
-
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--base-url")
@@ -79,7 +67,7 @@ async def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("question", nargs="?", default="What is the sum of 17 and 25?")
     args = parser.parse_args()
-    async with endpoint(args) as (base_url, model):
+    async with model_endpoint(args.base_url, args.model) as (base_url, model):
         client = OpenAICompatClient(base_url, model)
         bot = build_bot(client, args.max_tokens)
         out = await bot.ainvoke({"messages": [HumanMessage(args.question)]})

@@ -19,24 +19,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator
 
 from pacore_graph import OpenAICompatClient, PaCoReConfig, SamplingParams, build_pacore_graph
+from pacore_graph.embedded import model_endpoint
 from pacore_graph.graph import ainvoke_pacore
 from pacore_graph.telemetry import JAEGER_ENDPOINT, configure_tracing
 from pacore_graph.tracing import TraceOptions
-
-
-@contextlib.asynccontextmanager
-async def endpoint(args: argparse.Namespace) -> AsyncIterator[tuple[str, str]]:
-    if args.base_url:
-        yield args.base_url, args.model
-        return
-    from pacore_graph.embedded import EmbeddedServer
-
-    async with EmbeddedServer() as server:
-        yield server.base_url, server.model
 
 
 async def main() -> None:
@@ -50,7 +38,7 @@ async def main() -> None:
 
     provider = configure_tracing("jaeger", endpoint=args.endpoint)
     try:
-        async with endpoint(args) as (base_url, model):
+        async with model_endpoint(args.base_url, args.model) as (base_url, model):
             client = OpenAICompatClient(base_url, model)
             graph = build_pacore_graph(
                 client,

@@ -236,23 +236,23 @@ class _Endpoint:
 
 @contextlib.asynccontextmanager
 async def _endpoint(args: argparse.Namespace) -> AsyncIterator[_Endpoint]:
+    if args.base_url and not args.model:
+        raise UsageError("--model is required with --base-url (the served model's name)")
     if args.base_url:
-        if not args.model:
-            raise UsageError("--model is required with --base-url (the served model's name)")
         yield _Endpoint(args.base_url, args.model)
         return
-    from pacore_graph.embedded import EmbeddedServer
+    from pacore_graph.embedded import model_endpoint
 
     print(
         "starting the embedded model server (SmolLM2-135M-Instruct, llama.cpp)...", file=sys.stderr
     )
     started = time.perf_counter()
-    async with EmbeddedServer() as server:
+    async with model_endpoint(None, None) as (base_url, model):
         print(
-            f"embedded server ready in {time.perf_counter() - started:.1f}s at {server.base_url}",
+            f"embedded server ready in {time.perf_counter() - started:.1f}s at {base_url}",
             file=sys.stderr,
         )
-        yield _Endpoint(server.base_url, server.model)
+        yield _Endpoint(base_url, model)
 
 
 @contextlib.contextmanager

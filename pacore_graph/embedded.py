@@ -52,7 +52,7 @@ import time
 import urllib.error
 import urllib.request
 import weakref
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -66,6 +66,7 @@ __all__ = [
     "EmbeddedServer",
     "EmbeddedServerError",
     "find_default_model",
+    "model_endpoint",
 ]
 
 DEFAULT_MODEL_ALIAS: Final = "smollm2-135m-instruct"
@@ -547,3 +548,19 @@ class EmbeddedServer:
 
 class _PortTaken(Exception):
     """The chosen free port was taken before the server bound it; try another."""
+
+
+@contextlib.asynccontextmanager
+async def model_endpoint(base_url: str | None, model: str | None) -> AsyncIterator[tuple[str, str]]:
+    """``(base_url, model)`` of the given server, or of the embedded one started for the block.
+
+    The one rule every entry point follows: with a ``base_url`` use that server
+    (``model`` required), without one start the embedded model and stop it after.
+    """
+    if base_url:
+        if not model:
+            raise ValueError("a model name is required with a base URL (the served model's name)")
+        yield base_url, model
+        return
+    async with EmbeddedServer() as server:
+        yield server.base_url, server.model
