@@ -69,6 +69,16 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-tokens", type=int, default=None, help="per call (default: unset)")
     p.add_argument("--timeout", type=float, default=None, help="seconds per model call")
     p.add_argument("--seed", type=int, default=None, help="sampling seed sent to the server")
+    p.add_argument(
+        "--logprobs",
+        action="store_true",
+        help="ask for token log-probabilities (kept in trajectories, for RL export)",
+    )
+    p.add_argument(
+        "--token-ids",
+        action="store_true",
+        help="ask vLLM for completion token ids (return_token_ids), for RL export",
+    )
     p.add_argument("--shuffle-seed", type=int, default=None, help="reference shuffle seed")
     p.add_argument("--retries", type=int, default=None, help="attempts per call (default 4)")
     p.add_argument(
@@ -206,6 +216,10 @@ def _config(args: argparse.Namespace, embedded: bool) -> PaCoReConfig:
             sampling[key] = value
     if embedded and args.max_tokens is None:
         sampling["max_tokens"] = EMBEDDED_MAX_TOKENS
+    if args.logprobs:
+        sampling["logprobs"] = True
+    if args.token_ids:
+        sampling["extra_body"] = {"return_token_ids": True}
     fields: dict[str, Any] = {"rounds": rounds, "sampling": SamplingParams(**sampling)}
     if args.max_concurrency is not None:
         fields["max_concurrency"] = args.max_concurrency

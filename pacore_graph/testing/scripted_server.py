@@ -603,8 +603,9 @@ class ScriptedServer:
                 {
                     "index": i,
                     "message": self._message(c),
-                    "logprobs": None,
+                    "logprobs": _logprobs(c) if body.get("logprobs") else None,
                     "finish_reason": c.finish_reason,
+                    **({"token_ids": _token_ids(c)} if body.get("return_token_ids") else {}),
                 }
                 for i, c in enumerate(choices)
             ],
@@ -725,6 +726,28 @@ def _replace_index(base: ScriptedRequest, index: int) -> ScriptedRequest:
         headers=base.headers,
         attempt=base.attempt,
     )
+
+
+def _choice_words(choice: _Choice) -> list[str]:
+    """The words a choice was counted as (its 'tokens'), reasoning first."""
+    return ((choice.reasoning or "") + " " + (choice.content or "")).split()[: choice.tokens]
+
+
+def _token_ids(choice: _Choice) -> list[int]:
+    """vLLM's ``return_token_ids``: one stable id per counted word."""
+    return [
+        int(hashlib.sha256(w.encode()).hexdigest()[:6], 16) % 50_000 for w in _choice_words(choice)
+    ]
+
+
+def _logprobs(choice: _Choice) -> dict[str, Any]:
+    """OpenAI-style ``logprobs.content``: one entry per counted word, a fixed log-prob."""
+    return {
+        "content": [
+            {"token": w, "logprob": -0.25, "bytes": list(w.encode()), "top_logprobs": []}
+            for w in _choice_words(choice)
+        ]
+    }
 
 
 def _tool_call_dict(call: ScriptedToolCall, position: int) -> dict[str, Any]:
