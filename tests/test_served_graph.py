@@ -1,0 +1,42 @@
+"""The graph ``langgraph.json`` serves: configured from the environment, answers over HTTP."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from pacore_graph.graphs import pacore as served
+from pacore_graph.testing import ScriptedServer
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_langgraph_json_points_at_the_module_graph() -> None:
+    spec = json.loads((ROOT / "langgraph.json").read_text())
+    path, _, attr = spec["graphs"]["pacore"].partition(":")
+    assert (ROOT / path).resolve() == Path(served.__file__).resolve()
+    assert attr == "graph" and served.graph is not None
+
+
+def test_config_from_env() -> None:
+    assert served.config_from_env({}).rounds == (4,)
+    assert served.config_from_env({"PACORE_PRESET": "high"}).rounds == (32, 4)
+    cfg = served.config_from_env(
+        {"PACORE_ROUNDS": "8,2", "PACORE_MAX_CONCURRENCY": "16", "PACORE_MAX_TOKENS": "99"}
+    )
+    assert cfg.rounds == (8, 2) and cfg.max_concurrency == 16 and cfg.sampling.max_tokens == 99
+    with pytest.raises(ValidationError, match="rounds"):
+        served.config_from_env({"PACORE_ROUNDS": "8,0"})
+
+
+async def test_served_graph_runs_against_the_configured_server() -> None:
+    async with ScriptedServer(model="served-m") as srv:
+        graph = served.make_graph(
+            {"PACORE_BASE_URL": srv.base_url, "PACORE_MODEL": "served-m", "PACORE_ROUNDS": "3"}
+        )
+        out = await graph.ainvoke({"messages": [{"role": "user", "content": "Q?"}]})
+        assert [len(r) for r in out["result"].rounds] == [3, 1]
+        assert {r.body["model"] for r in srv.requests} == {"served-m"}
