@@ -9,11 +9,13 @@ line before writing.
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
-__all__ = ["ends_cut", "open_append"]
+__all__ = ["ends_cut", "iter_objects", "open_append"]
 
 
 def ends_cut(path: Path) -> bool:
@@ -33,3 +35,17 @@ def open_append(path: Path) -> IO[str]:
     if cut:
         sink.write("\n")
     return sink
+
+
+def iter_objects(path: Path) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a result file, skipping lines an interruption cut (or no file)."""
+    if not path.exists():
+        return
+    with open(path, encoding="utf-8") as fh:
+        for text in fh:
+            try:
+                data = json.loads(text)
+            except ValueError:
+                continue  # a cut line: that run did not finish, so it runs again
+            if isinstance(data, dict):
+                yield data

@@ -29,7 +29,7 @@ from typing import IO, Any
 from tqdm import tqdm
 
 from pacore_graph.graph import normalize_conversation
-from pacore_graph.jsonl import open_append
+from pacore_graph.jsonl import iter_objects, open_append
 from pacore_graph.records import PaCoReResult
 
 __all__ = [
@@ -122,19 +122,11 @@ def read_dataset(path: str | Path) -> tuple[list[DatasetRecord], list[InputError
 
 def finished_ids(path: str | Path) -> set[str]:
     """Ids that already have a successful line in an output file (for resuming)."""
-    done: set[str] = set()
-    p = Path(path)
-    if not p.exists():
-        return done
-    with open(p, encoding="utf-8") as fh:
-        for text in fh:
-            try:
-                data = json.loads(text)
-            except ValueError:
-                continue  # a line cut by an interrupted run: run that problem again
-            if isinstance(data, dict) and not data.get("error") and "request_id" in data:
-                done.add(str(data["request_id"]))
-    return done
+    return {
+        str(data["request_id"])
+        for data in iter_objects(Path(path))
+        if not data.get("error") and "request_id" in data
+    }
 
 
 def result_line(record: DatasetRecord, result: PaCoReResult) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from pacore_graph.eval.graders import Grade, Grader, auto_grader, ground_truth_a
 from pacore_graph.eval.methods import MethodSpec, build_method_graph
 from pacore_graph.eval.plot import plot_scaling
 from pacore_graph.eval.report import MethodStats, summarize, write_report
-from pacore_graph.jsonl import open_append
+from pacore_graph.jsonl import iter_objects, open_append
 from pacore_graph.limits import SequenceLimiter
 from pacore_graph.records import PaCoReResult
 from pacore_graph.runner import DatasetRecord
@@ -60,40 +60,28 @@ def _key(method: str, problem_id: str, sample: int) -> tuple[str, str, int]:
 
 def completed_runs(path: Path) -> set[tuple[str, str, int]]:
     """(method, problem, sample) keys that already have a successful line."""
-    done: set[tuple[str, str, int]] = set()
-    if not path.exists():
-        return done
-    with open(path, encoding="utf-8") as fh:
-        for text in fh:
-            try:
-                line = json.loads(text)
-            except ValueError:
-                continue  # a line cut by an interrupted run
-            if isinstance(line, dict) and not line.get("error"):
-                done.add(_key(line["method"], str(line["problem_id"]), int(line["sample"])))
-    return done
+    return {
+        _key(line["method"], str(line["problem_id"]), int(line["sample"]))
+        for line in iter_objects(path)
+        if not line.get("error")
+    }
 
 
-def _read_lines(path: Path) -> list[dict[str, Any]]:
-    lines = []
-    if path.exists():
-        with open(path, encoding="utf-8") as fh:
-            for text in fh:
-                try:
-                    lines.append(json.loads(text))
-                except ValueError:
-                    continue
-    return lines
+def _line_head(spec: MethodSpec, record: DatasetRecord, sample: int) -> dict[str, Any]:
+    """The keys every run line starts with, succeeded or failed."""
+    return {
+        "method": spec.text,
+        "family": spec.family,
+        "problem_id": record.id,
+        "sample": sample,
+    }
 
 
 def _run_line(
     spec: MethodSpec, record: DatasetRecord, sample: int, result: PaCoReResult, grade: Grade
 ) -> dict[str, Any]:
     return {
-        "method": spec.text,
-        "family": spec.family,
-        "problem_id": record.id,
-        "sample": sample,
+        **_line_head(spec, record, sample),
         "score": grade.score,
         "parsed": grade.parsed,
         "extracted": grade.extracted,
@@ -117,10 +105,7 @@ def _error_line(
     spec: MethodSpec, record: DatasetRecord, sample: int, exc: BaseException, wall: float
 ) -> dict[str, Any]:
     return {
-        "method": spec.text,
-        "family": spec.family,
-        "problem_id": record.id,
-        "sample": sample,
+        **_line_head(spec, record, sample),
         "score": 0.0,
         "parsed": False,
         "effective_ttc": 0,
@@ -231,7 +216,7 @@ async def run_eval(
     ids = {r.id for r in graded}
     lines = [
         line
-        for line in _read_lines(results_path)
+        for line in iter_objects(results_path)
         if line.get("method") in wanted
         and str(line.get("problem_id")) in ids
         and int(line.get("sample", 0)) < samples
