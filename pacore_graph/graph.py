@@ -146,6 +146,8 @@ def build_pacore_graph(
     model_name = getattr(client, "model", None)
     preset = cfg.preset_name()
     base_seed = cfg.sampling.seed
+    # Kept on every result so exported RL episodes know how they were sampled.
+    sampling_record = cfg.sampling.model_dump(mode="json")
     run_explorer = explorer
     if isinstance(tracing, TraceOptions):
         trace_options = tracing
@@ -240,7 +242,7 @@ def build_pacore_graph(
 
     async def finalize(state: PaCoReState, config: RunnableConfig) -> dict[str, Any]:
         rounds = state["rounds"]
-        details: dict[str, Any] = {"run_id": state["run_id"]}
+        details: dict[str, Any] = {"run_id": state["run_id"], "sampling": sampling_record}
         final: Trajectory
         if aggregator is None:
             final = next(t for t in rounds[-1] if not t.failed)

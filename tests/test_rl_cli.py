@@ -92,6 +92,8 @@ def test_export_episodes_jsonl_and_hf(
     assert all(r["reward"] == 1.0 for r in rows if r["round"] == 1)
     assert all(r["token_ids"] and len(r["token_ids"]) == r["completion_tokens"] for r in rows)
     assert all(len(r["logprobs"]) == r["completion_tokens"] for r in rows)
+    sampling = json.loads(rows[0]["sampling"])
+    assert sampling["temperature"] == 1.0 and sampling["logprobs"] is True
     synth = next(r for r in rows if r["round"] == 1)
     assert synth["prompt"][-1]["content"].startswith("You are given a problem")
     assert len(synth["input_message_ids"]) == 4
