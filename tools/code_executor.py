@@ -103,29 +103,30 @@ def make_code_tools(
     def render(result: ExecResult) -> str:
         return result.to_tool_output(max_chars=max_output_chars)
 
-    def run_python(code: str, stdin: str = "") -> str:
+    def execute(code: str, language: Language, stdin: str) -> str:
         try:
-            return render(executor.execute(request(code, "python", stdin)))
+            return render(executor.execute(request(code, language, stdin)))
         except SandboxExecutionError as exc:
             return f"error: the sandbox could not run this: {exc}"
+
+    async def aexecute(code: str, language: Language, stdin: str) -> str:
+        try:
+            return render(await executor.aexecute(request(code, language, stdin)))
+        except SandboxExecutionError as exc:
+            return f"error: the sandbox could not run this: {exc}"
+
+    # The tools' parameter names are the model-facing schema (code vs command).
+    def run_python(code: str, stdin: str = "") -> str:
+        return execute(code, "python", stdin)
 
     async def arun_python(code: str, stdin: str = "") -> str:
-        try:
-            return render(await executor.aexecute(request(code, "python", stdin)))
-        except SandboxExecutionError as exc:
-            return f"error: the sandbox could not run this: {exc}"
+        return await aexecute(code, "python", stdin)
 
     def run_shell(command: str, stdin: str = "") -> str:
-        try:
-            return render(executor.execute(request(command, "bash", stdin)))
-        except SandboxExecutionError as exc:
-            return f"error: the sandbox could not run this: {exc}"
+        return execute(command, "bash", stdin)
 
     async def arun_shell(command: str, stdin: str = "") -> str:
-        try:
-            return render(await executor.aexecute(request(command, "bash", stdin)))
-        except SandboxExecutionError as exc:
-            return f"error: the sandbox could not run this: {exc}"
+        return await aexecute(command, "bash", stdin)
 
     limits_note = "It has no network access and limited time, memory and output."
     tools: list[BaseTool] = [
