@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from langchain_core.tools import BaseTool
+from sandbox_support import started_sandbox
 
 from pacore_graph.tools.code_executor import (
     WorkspacePathError,
@@ -34,17 +34,8 @@ LIMITS = SandboxLimits(
 
 @pytest.fixture(scope="module")
 def sandbox() -> Iterator[LocalSandbox]:
-    if not sys.platform.startswith("linux"):
-        pytest.skip("LocalSandbox needs Linux")
-    sb = LocalSandbox(LIMITS)
-    try:
-        sb.start()
-    except SandboxUnavailableError as exc:
-        if os.environ.get("PACORE_SANDBOX_ALLOW_UNISOLATED") == "1":
-            pytest.skip(f"sandbox isolation unavailable here: {exc}")
-        pytest.fail(f"the sandbox cannot isolate code on this machine: {exc}")
-    yield sb
-    sb.shutdown()
+    with started_sandbox(LIMITS) as sb:
+        yield sb
 
 
 def by_name(tools: list[BaseTool]) -> dict[str, BaseTool]:

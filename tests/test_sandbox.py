@@ -31,6 +31,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sandbox_support import started_sandbox
 
 from pacore_graph.tools.sandbox import (
     MIB,
@@ -63,15 +64,8 @@ SMALL = SandboxLimits(
 
 @pytest.fixture(scope="module")
 def sandbox() -> Iterator[LocalSandbox]:
-    sb = LocalSandbox(SMALL)
-    try:
-        sb.start()
-    except SandboxUnavailableError as exc:
-        if os.environ.get("PACORE_SANDBOX_ALLOW_UNISOLATED") == "1":
-            pytest.skip(f"sandbox isolation unavailable here: {exc}")
-        pytest.fail(f"the sandbox cannot isolate code on this machine: {exc}")
-    yield sb
-    sb.shutdown()
+    with started_sandbox(SMALL) as sb:
+        yield sb
 
 
 def run(
