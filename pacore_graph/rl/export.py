@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from pacore_graph.atomic import write_lines_atomic
 from pacore_graph.eval.graders import Grader
 from pacore_graph.prompts import SYNTHESIS_TEMPLATE
 from pacore_graph.rl import require_rl
@@ -41,6 +42,7 @@ __all__ = [
     "episode_features",
     "export_command",
     "export_episodes",
+    "load_dataset_path",
     "load_episode_dataset",
     "write_episodes",
 ]
@@ -156,11 +158,7 @@ def write_episodes(episodes: Sequence[Episode], out: str | Path, fmt: str = "jso
     rows = [e.to_row() for e in episodes]
     if fmt == "jsonl":
         path = out_dir / JSONL_NAME
-        tmp = path.with_suffix(".jsonl.tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            for row in rows:
-                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-        tmp.replace(path)
+        write_lines_atomic(path, (json.dumps(row, ensure_ascii=False) for row in rows))
         return [path]
     require_rl("datasets", "pyarrow")
     from datasets import Dataset
@@ -269,24 +267,33 @@ def export_command(
     return report
 
 
-def load_episode_dataset(path: str | Path) -> Any:
-    """Load an export (its folder or file) as a ``datasets.Dataset``, whatever its format."""
+def load_dataset_path(path: Path, names: Sequence[str]) -> Any:
+    """A ``datasets.Dataset`` from a ``save_to_disk`` folder, a folder holding one of
+    ``names`` (first found wins), or a JSONL/Parquet file; None for a folder with none.
+
+    Episode exports and training sets share this: both are written as one of
+    these three shapes.
+    """
     require_rl("datasets")
     from datasets import load_dataset, load_from_disk
 
+    if path.is_dir():
+        if (path / "dataset_info.json").is_file() or (path / "state.json").is_file():
+            return load_from_disk(str(path))
+        found = next((path / n for n in names if (path / n).is_file()), None)
+        if found is None:
+            return None
+        path = found
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist")
+    kind = "parquet" if path.suffix == ".parquet" else "json"
+    return load_dataset(kind, data_files=str(path), split="train")
+
+
+def load_episode_dataset(path: str | Path) -> Any:
+    """Load an export (its folder or file) as a ``datasets.Dataset``, whatever its format."""
     p = Path(path)
-    if p.is_dir():
-        if (p / "dataset_info.json").is_file() or (p / "state.json").is_file():
-            return load_from_disk(str(p))
-        if (p / PARQUET_NAME).is_file():
-            p = p / PARQUET_NAME
-        elif (p / JSONL_NAME).is_file():
-            p = p / JSONL_NAME
-        else:
-            raise FileNotFoundError(
-                f"{p} holds no exported episodes ({JSONL_NAME}, {PARQUET_NAME})"
-            )
-    if not p.is_file():
-        raise FileNotFoundError(f"{p} does not exist")
-    kind = "parquet" if p.suffix == ".parquet" else "json"
-    return load_dataset(kind, data_files=str(p), split="train")
+    dataset = load_dataset_path(p, (PARQUET_NAME, JSONL_NAME))
+    if dataset is None:
+        raise FileNotFoundError(f"{p} holds no exported episodes ({JSONL_NAME}, {PARQUET_NAME})")
+    return dataset

@@ -37,6 +37,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import IO, Any
 
+from pacore_graph.atomic import write_lines_atomic
 from pacore_graph.compaction import compactor_from_name
 from pacore_graph.eval.graders import Grader, auto_grader, ground_truth_answer
 from pacore_graph.graph import normalize_conversation
@@ -646,11 +647,7 @@ def write_trainset(result: TrainsetResult, out: str | Path, fmt: str = "jsonl") 
 
 
 def _write_jsonl(path: Path, rows: Iterable[Mapping[str, Any]]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        for row in rows:
-            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-    tmp.replace(path)
+    write_lines_atomic(path, (json.dumps(row, ensure_ascii=False) for row in rows))
 
 
 def build_trainset_command(

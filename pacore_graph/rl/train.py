@@ -32,6 +32,7 @@ from typing import IO, Any
 
 from pacore_graph.eval.graders import Grader
 from pacore_graph.rl import require_rl
+from pacore_graph.rl.export import load_dataset_path
 from pacore_graph.rl.rewards import PaCoReReward
 
 __all__ = [
@@ -166,21 +167,14 @@ def prompts_from_episodes(episodes: Any, *, min_round: int = 1) -> Any:
 
 
 def _load_any(path: Path) -> Any:
-    from datasets import load_dataset, load_from_disk
-
-    if path.is_dir():
-        if (path / "dataset_info.json").is_file() or (path / "state.json").is_file():
-            return load_from_disk(str(path))
-        for name in _DATASET_FILES:
-            if (path / name).is_file():
-                return _load_any(path / name)
+    if not path.exists():
+        raise FileNotFoundError(f"dataset {path} does not exist")
+    dataset = load_dataset_path(path, _DATASET_FILES)
+    if dataset is None:
         raise FileNotFoundError(
             f"{path} is not a dataset folder and holds none of {', '.join(_DATASET_FILES)}"
         )
-    if not path.is_file():
-        raise FileNotFoundError(f"dataset {path} does not exist")
-    kind = "parquet" if path.suffix == ".parquet" else "json"
-    return load_dataset(kind, data_files=str(path), split="train")
+    return dataset
 
 
 def load_training_dataset(path: str | Path, *, min_round: int = 1) -> Any:
