@@ -24,7 +24,7 @@ import json
 import os
 import time
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import aiohttp
@@ -36,6 +36,7 @@ from pacore_graph.records import Completion
 __all__ = [
     "API_KEY_ENV_VARS",
     "ChatClient",
+    "DeltaCallback",
     "OpenAICompatClient",
     "apportion",
     "parse_chat_response",
@@ -66,6 +67,10 @@ class ChatClient(Protocol):
         params: SamplingParams,
         seed: int | None = None,
     ) -> list[Completion]: ...
+
+
+#: Called with ("content" | "reasoning", text) for each streamed delta.
+DeltaCallback = Callable[[str, str], Awaitable[None]]
 
 
 def resolve_api_key(explicit: str | None = None) -> str:
@@ -256,6 +261,109 @@ class OpenAICompatClient:
             *(self._post_with_retry(body, params.timeout) for _ in range(n - len(first)))
         )
         return first + [c for group in rest for c in group[:1]]
+
+    async def stream(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        params: SamplingParams,
+        seed: int | None = None,
+        on_delta: DeltaCallback,
+    ) -> Completion:
+        """One sample over server-sent events, ``on_delta`` called as tokens arrive.
+
+        Retried like :meth:`complete` while nothing has been streamed yet; once
+        a delta went out, a failure is final (the caller already showed it).
+        """
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": list(messages),
+            **params.request_fields(),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if seed is not None:
+            body["seed"] = seed
+        policy = self.retry
+        for attempt in range(1, policy.max_attempts + 1):
+            sent = [False]
+            try:
+                return await self._stream_once(body, params.timeout, on_delta, sent)
+            except ModelCallError as exc:
+                exc.attempts = attempt
+                if sent[0] or not exc.retryable or attempt == policy.max_attempts:
+                    raise
+            await asyncio.sleep(policy.backoff(attempt))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _stream_once(
+        self,
+        body: Mapping[str, Any],
+        timeout: float,
+        on_delta: DeltaCallback,
+        sent: list[bool],
+    ) -> Completion:
+        started = time.perf_counter()
+        content: list[str] = []
+        reasoning: list[str] = []
+        finish: str | None = None
+        usage: Mapping[str, Any] = {}
+        try:
+            async with self._session().post(
+                self._url, json=body, timeout=aiohttp.ClientTimeout(total=timeout)
+            ) as resp:
+                if resp.status != 200:
+                    raw = await resp.read()
+                    detail = raw[:300].decode("utf-8", "replace").strip() or "(empty body)"
+                    raise ModelCallError(
+                        f"HTTP {resp.status} from {self._url}: {detail}",
+                        status=resp.status,
+                        retryable=resp.status in _RETRYABLE_STATUS or resp.status >= 500,
+                    )
+                async for raw_line in resp.content:
+                    line = raw_line.strip()
+                    if not line.startswith(b"data:"):
+                        continue
+                    payload = line[5:].strip()
+                    if payload == b"[DONE]":
+                        break
+                    try:
+                        event = json.loads(payload)
+                    except ValueError:
+                        raise ModelCallError(
+                            f"server sent an invalid stream event: {payload[:200]!r}",
+                            retryable=not sent[0],
+                        ) from None
+                    usage = event.get("usage") or usage
+                    for choice in event.get("choices") or ():
+                        delta = choice.get("delta") or {}
+                        think = delta.get("reasoning") or delta.get("reasoning_content")
+                        if think:
+                            reasoning.append(think)
+                            sent[0] = True
+                            await on_delta("reasoning", think)
+                        if delta.get("content"):
+                            content.append(delta["content"])
+                            sent[0] = True
+                            await on_delta("content", delta["content"])
+                        finish = choice.get("finish_reason") or finish
+        except TimeoutError:
+            raise ModelCallError(
+                f"timed out after {timeout:g}s streaming from {self._url}", retryable=True
+            ) from None
+        except aiohttp.ClientError as exc:
+            raise ModelCallError(
+                f"cannot reach {self._url}: {type(exc).__name__}: {exc}", retryable=True
+            ) from None
+        return Completion(
+            content="".join(content),
+            reasoning="".join(reasoning) if reasoning else None,
+            finish_reason=finish,
+            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            completion_tokens=int(usage.get("completion_tokens") or 0),
+            latency_s=time.perf_counter() - started,
+            model=self.model,
+        )
 
     async def _post_with_retry(self, body: Mapping[str, Any], timeout: float) -> list[Completion]:
         policy = self.retry

@@ -27,6 +27,12 @@ from langchain_core.runnables import RunnableConfig
 from pacore_graph.batching import SampleBatcher
 from pacore_graph.errors import ModelCallError
 from pacore_graph.records import Trajectory
+from pacore_graph.streaming import (
+    StreamingChatClient,
+    TokenStream,
+    answer_message_id,
+    wants_tokens,
+)
 
 __all__ = [
     "ChatExplorer",
@@ -54,6 +60,8 @@ class ExploreTask:
     messages: tuple[Mapping[str, Any], ...]
     references: tuple[int, ...] = ()
     seed: int | None = None
+    stream: bool = False
+    """The final K=1 round: its tokens stream when a ``messages`` stream listens."""
 
     @property
     def group(self) -> tuple[str, int]:
@@ -93,9 +101,12 @@ class ChatExplorer:
         if seed is not None and self.batcher.enabled:
             seed -= task.index  # one request for the round: one seed for the round
         try:
-            c = await self.batcher.sample(
-                task.messages, group=task.group, expected=task.width, seed=seed
-            )
+            if task.stream and wants_tokens(config):
+                c = await self._stream(task, config, seed)
+            else:
+                c = await self.batcher.sample(
+                    task.messages, group=task.group, expected=task.width, seed=seed
+                )
         except ModelCallError as exc:
             return failed_trajectory(task, str(exc))
         return Trajectory(
@@ -112,6 +123,25 @@ class ChatExplorer:
             logprobs=c.logprobs,
             token_ids=c.token_ids,
         )
+
+    async def _stream(self, task: ExploreTask, config: RunnableConfig, seed: int | None) -> Any:
+        """The final call over SSE, its deltas reported as LangChain token events."""
+        client = self.batcher.client
+        if not isinstance(client, StreamingChatClient):
+            return await self.batcher.sample(task.messages, group=task.group, expected=1, seed=seed)
+        tokens = TokenStream(config, message_id=answer_message_id(task.run_id), model=client.model)
+        await tokens.start(task.messages)
+        completion = None
+        try:
+            async with self.batcher.limiter.hold(1):
+                completion = await client.stream(
+                    task.messages, params=self.batcher.params, seed=seed, on_delta=tokens.on_delta
+                )
+        except BaseException as exc:
+            await tokens.end(None, exc)
+            raise
+        await tokens.end(completion, None)
+        return completion
 
 
 @dataclass(frozen=True, slots=True)
