@@ -367,13 +367,22 @@ async def _run_with(
             raise UsageError(str(exc)) from None
         try:
             if args.input is None:
-                result = await ainvoke_pacore(graph, args.question)
                 if args.json:
+                    result = await ainvoke_pacore(graph, args.question)
                     print(json.dumps(result.to_dict(), ensure_ascii=False))
-                else:
+                    return 0
+                from pacore_graph.live import run_live
+
+                result, streamed = await run_live(
+                    graph,
+                    args.question,
+                    err=None if args.no_progress else sys.stderr,
+                    out=sys.stdout if sys.stdout.isatty() else None,
+                )
+                if not streamed:
                     print(result.answer.strip())
-                    print()
-                    print(_summary(result))
+                print()
+                print(_summary(result))
                 return 0
             from pacore_graph.runner import run_dataset
 
