@@ -153,6 +153,19 @@ async def test_same_seed_same_lengths_across_requests() -> None:
     assert usage[0] == usage[1] != usage[2]
 
 
+async def test_unseeded_samples_of_one_prompt_draw_the_same_lengths_batched_or_not() -> None:
+    msgs: Any = [{"role": "user", "content": "same prompt"}]
+    async with ThroughputServer(throughput=100_000) as srv, _client(srv) as client:
+        batched = await client.chat.completions.create(model="m", messages=msgs, n=4)
+        async with aiohttp.ClientSession() as session:
+            await session.post(srv.base_url + "/stats/reset")
+        singles = [await client.chat.completions.create(model="m", messages=msgs) for _ in range(4)]
+    assert batched.usage is not None
+    lengths = [s.usage.completion_tokens for s in singles if s.usage]
+    assert len(set(lengths)) > 1  # four samples, not four copies
+    assert sum(lengths) == batched.usage.completion_tokens
+
+
 async def test_max_tokens_truncates_with_finish_reason_length() -> None:
     lengths = LengthModel(median=500, sigma=0.0)
     async with ThroughputServer(throughput=100_000, lengths=lengths) as srv:

@@ -10,11 +10,14 @@ gets close to it only by keeping the server busy across problems and rounds.
 
 Each choice of a request is one sequence. Its length is lognormal
 (``median`` and ``sigma``), fixed by the request's ``seed`` and the choice
-index when a seed is sent, else by a stable hash of the prompt and the choice
-index, so runs are reproducible; ``max_tokens`` truncates it (finish reason
-``length``). A response is sent when all its ``n`` choices are done. A client
-that disconnects cancels its sequences (the tokens they got still count).
-Prefill is free: the model is decode-bound.
+index when a seed is sent, else by a stable hash of the prompt and the
+sample's position among all unseeded samples of that same prompt so far (so
+``n=K`` in one request and K requests with ``n=1`` draw the same K lengths,
+as K samples from a real server would differ); runs are reproducible.
+``max_tokens`` truncates a length (finish reason ``length``). A response is
+sent when all its ``n`` choices are done. A client that disconnects cancels
+its sequences (the tokens they got still count). Prefill is free: the model
+is decode-bound.
 
 Texts come from a responder (the scripted server's :func:`default_respond` by
 default) padded with filler reasoning to the drawn length; tokens are
@@ -142,6 +145,7 @@ class ThroughputServer:
         self._timer: asyncio.TimerHandle | None = None
         self._runner: web.AppRunner | None = None
         self._ids = itertools.count(1)
+        self._unseeded: dict[bytes, int] = {}
         self.requests = 0
         self.first_request_unix: float | None = None
         self.last_response_unix: float | None = None
@@ -267,6 +271,7 @@ class ThroughputServer:
 
     async def _reset(self, request: web.Request) -> web.Response:
         self._share().reset_stats()
+        self._unseeded.clear()  # a reset starts a reproducible run afresh
         self.requests = 0
         self.first_request_unix = self.last_response_unix = None
         return web.json_response(self.stats())
@@ -304,6 +309,11 @@ class ThroughputServer:
                 last_user = _text_of(message.get("content"))
                 break
         prompt = json.dumps(messages, sort_keys=True)
+        first_index = 0
+        if seed is None:  # the k-th unseeded sample of a prompt draws length k
+            key = hashlib.blake2b(prompt.encode(), digest_size=16).digest()
+            first_index = self._unseeded.get(key, 0)
+            self._unseeded[key] = first_index + n
         params = {k: v for k, v in body.items() if k not in ("model", "messages")}
         model = str(body.get("model") or self.model)
 
@@ -316,7 +326,7 @@ class ThroughputServer:
             if inspect.isawaitable(result):
                 result = await result
             reply = ScriptedReply(content=result) if isinstance(result, str) else result
-            natural = self.lengths.length(seed, i, prompt)
+            natural = self.lengths.length(seed, first_index + i, prompt)
             choice = _shape(reply, natural if limit is None else min(natural, limit))
             if limit is not None and natural > limit:
                 choice = _Choice(choice.content, choice.reasoning, choice.tokens, "length")
