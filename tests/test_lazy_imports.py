@@ -38,7 +38,7 @@ def test_public_names_are_the_objects_of_their_modules() -> None:
 
 def test_unknown_names_still_raise_attribute_error() -> None:
     with pytest.raises(AttributeError, match="no_such_name"):
-        _ = pacore_graph.no_such_name  # type: ignore[attr-defined]
+        _ = pacore_graph.no_such_name
 
 
 def _loaded_after(code: str) -> set[str]:
