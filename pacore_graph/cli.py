@@ -17,19 +17,22 @@ import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-
-from pacore_graph.client import ChatClient, OpenAICompatClient
-from pacore_graph.compaction import compactor_from_name
-from pacore_graph.config import PRESETS, PaCoReConfig, RetryPolicy, SamplingParams
 from pacore_graph.errors import PaCoReError
-from pacore_graph.graph import ainvoke_pacore, build_pacore_graph
-from pacore_graph.prompts import SYNTHESIS_TEMPLATE
-from pacore_graph.records import PaCoReResult
-from pacore_graph.telemetry import TRACE_KINDS, TracingConfigError, configure_tracing
-from pacore_graph.tracing import TraceOptions
+from pacore_graph.presets import PRESETS
+from pacore_graph.telemetry import TRACE_KINDS
+
+# Heavy modules (LangGraph, pydantic, aiohttp) are imported inside the
+# subcommand that needs them: ``pacore --help`` should not pay a second for
+# LangGraph, and ``pacore run`` should reach its first request sooner.
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
+    from pacore_graph.client import ChatClient
+    from pacore_graph.config import PaCoReConfig
+    from pacore_graph.records import PaCoReResult
+    from pacore_graph.tracing import TraceOptions
 
 __all__ = ["build_parser", "main"]
 
@@ -208,6 +211,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _config(args: argparse.Namespace, embedded: bool) -> PaCoReConfig:
+    from pacore_graph.config import PaCoReConfig, RetryPolicy, SamplingParams
+
     rounds = getattr(args, "rounds", None) or list(PRESETS[getattr(args, "preset", None) or "low"])
     sampling: dict[str, Any] = {}
     for key in ("temperature", "top_p", "max_tokens", "timeout", "seed"):
@@ -272,6 +277,9 @@ async def _endpoint(args: argparse.Namespace) -> AsyncIterator[_Endpoint]:
 @contextlib.contextmanager
 def _tracing(args: argparse.Namespace) -> Iterator[TraceOptions]:
     """Trace options for the run; flushes and shuts the exporter down at the end."""
+    from pacore_graph.telemetry import TracingConfigError, configure_tracing
+    from pacore_graph.tracing import TraceOptions
+
     capture = True if args.trace_content else None
     if not args.trace:
         yield TraceOptions(capture_content=capture)
@@ -287,6 +295,8 @@ def _tracing(args: argparse.Namespace) -> Iterator[TraceOptions]:
 
 
 def _client(args: argparse.Namespace, endpoint: _Endpoint, config: PaCoReConfig) -> ChatClient:
+    from pacore_graph.client import OpenAICompatClient
+
     if args.client == "langchain":
         from pacore_graph.models import LangChainChatClient, make_chat_model
 
@@ -323,6 +333,8 @@ async def _run(args: argparse.Namespace) -> int:
         raise UsageError("--input needs --output (results are written as each problem finishes)")
     if args.question is not None and not args.question.strip():
         raise UsageError("empty problem: the question has no text")
+    from pacore_graph.prompts import SYNTHESIS_TEMPLATE
+
     config, compactor = _prepare(args)
     template = args.template.read_text(encoding="utf-8") if args.template else SYNTHESIS_TEMPLATE
     records: list[Any] = []
@@ -353,6 +365,8 @@ async def _run_with(
     input_errors: list[Any],
     trace_options: TraceOptions,
 ) -> int:
+    from pacore_graph.graph import ainvoke_pacore, build_pacore_graph
+
     async with _endpoint(args) as endpoint:
         client = _client(args, endpoint, config)
         try:
@@ -416,6 +430,10 @@ async def _run_with(
 
 def _prepare(args: argparse.Namespace) -> tuple[PaCoReConfig, Any]:
     """Config and compactor from the shared options; UsageError when they are invalid."""
+    from pydantic import ValidationError
+
+    from pacore_graph.compaction import compactor_from_name
+
     try:
         config = _config(args, embedded=not args.base_url)
     except ValidationError as exc:

@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from pacore_graph.presets import PRESETS
+
 __all__ = [
     "MAX_ROUND_WIDTH",
     "PRESETS",
@@ -22,14 +24,6 @@ __all__ = [
 
 PresetName = Literal["low", "medium", "high"]
 
-#: The paper's presets (Table 1), as *configured*: the final K=1 round is
-#: appended at run time, exactly like the public pipeline's
-#: ``num_responses_per_round``.
-PRESETS: dict[str, tuple[int, ...]] = {
-    "low": (4,),
-    "medium": (16,),
-    "high": (32, 4),
-}
 
 #: Upper bound on one round's width. Far above the paper's 32; it exists so a
 #: typo such as ``--rounds 3200`` fails loudly instead of sending 3,200 calls.

@@ -1,4 +1,4 @@
-"""Test and benchmark helpers: a scripted OpenAI-compatible chat server.
+"""Test and benchmark helpers: a scripted and a throughput-bound OpenAI-compatible server.
 
 Kept in the package (not under ``tests/``) so benchmarks, examples and users'
 own test suites can run PaCoRe graphs against a fast, deterministic endpoint.
@@ -27,10 +27,12 @@ if TYPE_CHECKING:
         count_tokens,
         default_respond,
     )
+    from pacore_graph.testing.throughput_server import LengthModel, ThroughputServer
 
 __all__ = [
     "DISCONNECT_STATUS",
     "FailureMode",
+    "LengthModel",
     "LoggedRequest",
     "ReasoningMode",
     "RespondFn",
@@ -38,14 +40,19 @@ __all__ = [
     "ScriptedRequest",
     "ScriptedServer",
     "ScriptedToolCall",
+    "ThroughputServer",
     "count_tokens",
     "default_respond",
 ]
 
 
+_THROUGHPUT = frozenset({"LengthModel", "ThroughputServer"})
+
+
 def __getattr__(name: str) -> Any:
     if name in __all__:
-        value = getattr(importlib.import_module("pacore_graph.testing.scripted_server"), name)
+        module = "throughput_server" if name in _THROUGHPUT else "scripted_server"
+        value = getattr(importlib.import_module(f"pacore_graph.testing.{module}"), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

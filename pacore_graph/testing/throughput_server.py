@@ -1,0 +1,422 @@
+"""A throughput-bound OpenAI-compatible chat server: vLLM's timing without a model.
+
+Why: a fixed per-request latency (the scripted server's ``--latency``) hides
+what limits a real run. A batching server such as vLLM shares its decode
+throughput among the sequences in flight (processor sharing, see
+:mod:`pacore_graph.testing.processor_sharing`), and reasoning lengths are
+heavy-tailed, so a PaCoRe round waits for its longest trajectory. A run's
+physical limit is then ``tokens generated / throughput``, and an orchestrator
+gets close to it only by keeping the server busy across problems and rounds.
+
+Each choice of a request is one sequence. Its length is lognormal
+(``median`` and ``sigma``), fixed by the request's ``seed`` and the choice
+index when a seed is sent, else by a stable hash of the prompt and the
+sample's position among all unseeded samples of that same prompt so far (so
+``n=K`` in one request and K requests with ``n=1`` draw the same K lengths,
+as K samples from a real server would differ); runs are reproducible.
+``max_tokens`` truncates a length (finish reason ``length``). A response is
+sent when all its ``n`` choices are done. A client that disconnects cancels
+its sequences (the tokens they got still count). Prefill is free: the model
+is decode-bound.
+
+Texts come from a responder (the scripted server's :func:`default_respond` by
+default) padded with filler reasoning to the drawn length; tokens are
+whitespace-separated words, as in the scripted server.
+
+``GET /stats`` reports ``tokens_generated`` and friends; ``POST /stats/reset``
+zeroes them. Run it in its own process for benchmarks:
+``python -m pacore_graph.testing.throughput_server --throughput 50000``
+prints ``READY http://127.0.0.1:PORT/v1``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import hashlib
+import inspect
+import itertools
+import json
+import math
+import random
+import signal
+import sys
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from aiohttp import web
+
+from pacore_graph.testing.processor_sharing import ProcessorSharing
+from pacore_graph.testing.scripted_server import (
+    ScriptedReply,
+    ScriptedRequest,
+    count_tokens,
+    default_respond,
+)
+
+__all__ = [
+    "LengthModel",
+    "ThroughputServer",
+    "main",
+]
+
+Respond = Callable[[ScriptedRequest], "ScriptedReply | str | Awaitable[ScriptedReply | str]"]
+_FILLER = "thinking"
+
+
+@dataclass(frozen=True, slots=True)
+class LengthModel:
+    """Lognormal completion lengths, fixed by (seed, choice) or (prompt, choice)."""
+
+    median: float = 60.0
+    sigma: float = 1.0
+    max_length: int = 32768
+
+    def __post_init__(self) -> None:
+        if self.median <= 0 or self.sigma < 0 or self.max_length < 1:
+            raise ValueError("median must be > 0, sigma >= 0 and max_length >= 1")
+
+    def length(self, seed: int | None, sample_index: int, prompt: str) -> int:
+        """The natural length of one choice (before ``max_tokens``)."""
+        key = f"seed\x1f{seed}\x1f{sample_index}" if seed is not None else f"p\x1f{prompt}"
+        if seed is None:
+            key += f"\x1f{sample_index}"
+        digest = hashlib.blake2b(key.encode(), digest_size=8).digest()
+        z = random.Random(int.from_bytes(digest, "big")).gauss(0.0, 1.0)
+        drawn = round(self.median * math.exp(self.sigma * z))
+        return max(1, min(self.max_length, drawn))
+
+
+@dataclass(frozen=True, slots=True)
+class _Choice:
+    content: str
+    reasoning: str
+    tokens: int
+    finish_reason: str
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return ""
+
+
+def _shape(reply: ScriptedReply, length: int) -> _Choice:
+    """Pad or cut a reply to exactly ``length`` words (reasoning first, then content)."""
+    content_words = (reply.content or "").split()
+    reasoning_words = (reply.reasoning or "").split()
+    if length >= len(content_words):
+        budget = length - len(content_words)
+        reasoning_words = (reasoning_words + [_FILLER] * budget)[:budget]
+        return _Choice(" ".join(content_words), " ".join(reasoning_words), length, "stop")
+    return _Choice(" ".join(content_words[:length]), "", length, "length")
+
+
+class ThroughputServer:
+    """The server; ``async with ThroughputServer(...) as srv: srv.base_url``."""
+
+    def __init__(
+        self,
+        respond: Respond = default_respond,
+        *,
+        throughput: float = 50_000.0,
+        per_sequence_cap: float = 2_000.0,
+        lengths: LengthModel | None = None,
+        model: str = "throughput",
+        host: str = "127.0.0.1",
+        port: int = 0,
+        backlog: int = 4096,
+    ) -> None:
+        self.respond = respond
+        self.lengths = lengths or LengthModel()
+        self.model = model
+        self.host = host
+        self.port = port
+        self.backlog = backlog
+        self._throughput = throughput
+        self._cap = per_sequence_cap
+        self._sharing: ProcessorSharing | None = None
+        self._waiters: dict[int, asyncio.Future[None]] = {}
+        self._timer: asyncio.TimerHandle | None = None
+        self._runner: web.AppRunner | None = None
+        self._ids = itertools.count(1)
+        self._unseeded: dict[bytes, int] = {}
+        self.requests = 0
+        self.first_request_unix: float | None = None
+        self.last_response_unix: float | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def base_url(self) -> str:
+        if self._runner is None:
+            raise RuntimeError("ThroughputServer is not running")
+        return f"http://{self.host}:{self.port}/v1"
+
+    def make_app(self) -> web.Application:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_get("/v1/models", self._models)
+        for prefix in ("", "/v1"):
+            app.router.add_get(f"{prefix}/health", self._health)
+            app.router.add_get(f"{prefix}/stats", self._stats)
+            app.router.add_post(f"{prefix}/stats/reset", self._reset)
+        return app
+
+    async def start(self) -> ThroughputServer:
+        if self._runner is not None:
+            raise RuntimeError("ThroughputServer already started")
+        loop = asyncio.get_running_loop()
+        self._sharing = ProcessorSharing(self._throughput, self._cap, now=loop.time())
+        # handler_cancellation: a client that goes away cancels its sequences,
+        # which is what "cancelled upstream" means for a straggler.
+        runner = web.AppRunner(
+            self.make_app(), access_log=None, handle_signals=False, handler_cancellation=True
+        )
+        await runner.setup()
+        site = web.TCPSite(runner, self.host, self.port, backlog=self.backlog, reuse_address=True)
+        try:
+            await site.start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self.port = int(runner.addresses[0][1])
+        self._runner = runner
+        return self
+
+    async def stop(self) -> None:
+        runner, self._runner = self._runner, None
+        if self._timer is not None:
+            self._timer.cancel()
+        if runner is not None:
+            await runner.cleanup()
+
+    async def __aenter__(self) -> ThroughputServer:
+        return await self.start()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    # ------------------------------------------------------------------ scheduling
+
+    def _share(self) -> ProcessorSharing:
+        if self._sharing is None:
+            raise RuntimeError("ThroughputServer is not running")
+        return self._sharing
+
+    def _reschedule(self) -> None:
+        """Wake the sequences that are done and set a timer for the next one."""
+        loop = asyncio.get_running_loop()
+        sharing = self._share()
+        for seq_id in sharing.finish_due(loop.time()):
+            waiter = self._waiters.pop(seq_id, None)
+            if waiter is not None and not waiter.done():
+                waiter.set_result(None)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        when = sharing.next_finish()
+        if when is not None:
+            self._timer = loop.call_at(when, self._reschedule)
+
+    async def _decode(self, lengths: list[int]) -> None:
+        """Decode sequences of these lengths concurrently with everything else."""
+        loop = asyncio.get_running_loop()
+        sharing = self._share()
+        ids = [sharing.admit(loop.time(), n) for n in lengths]
+        waiters = [loop.create_future() for _ in ids]
+        self._waiters.update(zip(ids, waiters, strict=True))
+        self._reschedule()
+        try:
+            await asyncio.gather(*waiters)
+        except asyncio.CancelledError:
+            now = loop.time()
+            for seq_id in ids:
+                if self._waiters.pop(seq_id, None) is not None:
+                    sharing.cancel(now, seq_id)
+            self._reschedule()
+            raise
+
+    # ------------------------------------------------------------------ handlers
+
+    async def _health(self, request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    async def _models(self, request: web.Request) -> web.Response:
+        return web.json_response(
+            {"object": "list", "data": [{"id": self.model, "object": "model"}]}
+        )
+
+    def stats(self) -> dict[str, Any]:
+        """Counters since start or the last reset, as ``GET /stats`` returns them."""
+        loop = asyncio.get_running_loop()
+        snap = asdict(self._share().stats(loop.time()))
+        snap.update(
+            requests=self.requests,
+            throughput=self._throughput,
+            per_sequence_cap=self._cap,
+            physical_limit_seconds=snap["tokens_generated"] / self._throughput,
+            first_request_unix=self.first_request_unix,
+            last_response_unix=self.last_response_unix,
+        )
+        return snap
+
+    async def _stats(self, request: web.Request) -> web.Response:
+        return web.json_response(self.stats())
+
+    async def _reset(self, request: web.Request) -> web.Response:
+        self._share().reset_stats()
+        self._unseeded.clear()  # a reset starts a reproducible run afresh
+        self.requests = 0
+        self.first_request_unix = self.last_response_unix = None
+        return web.json_response(self.stats())
+
+    @staticmethod
+    def _error(status: int, message: str) -> web.Response:
+        body = {"error": {"message": message, "type": "invalid_request_error", "code": status}}
+        return web.json_response(body, status=status)
+
+    async def _chat(self, request: web.Request) -> web.Response:
+        self.requests += 1
+        if self.first_request_unix is None:
+            self.first_request_unix = time.time()
+        try:
+            body = json.loads(await request.read())
+        except ValueError:
+            return self._error(400, "request body is not valid JSON")
+        messages = body.get("messages") if isinstance(body, dict) else None
+        if not isinstance(messages, list) or not messages:
+            return self._error(400, "'messages' must be a non-empty list")
+        if body.get("stream"):
+            return self._error(400, "this server does not stream")
+        n = body.get("n")
+        n = 1 if n is None else n
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            return self._error(400, "'n' must be a positive integer")
+        limit = body.get("max_completion_tokens", body.get("max_tokens"))
+        if limit is not None and (not isinstance(limit, int) or limit < 1):
+            return self._error(400, "'max_tokens' must be a positive integer")
+        seed = body.get("seed") if isinstance(body.get("seed"), int) else None
+
+        last_user = ""
+        for message in reversed(messages):
+            if isinstance(message, dict) and message.get("role") == "user":
+                last_user = _text_of(message.get("content"))
+                break
+        prompt = json.dumps(messages, sort_keys=True)
+        first_index = 0
+        if seed is None:  # the k-th unseeded sample of a prompt draws length k
+            key = hashlib.blake2b(prompt.encode(), digest_size=16).digest()
+            first_index = self._unseeded.get(key, 0)
+            self._unseeded[key] = first_index + n
+        params = {k: v for k, v in body.items() if k not in ("model", "messages")}
+        model = str(body.get("model") or self.model)
+
+        choices: list[_Choice] = []
+        for i in range(n):
+            req = ScriptedRequest(
+                messages=messages, last_user=last_user, sample_index=i, model=model, params=params
+            )
+            result = self.respond(req)
+            if inspect.isawaitable(result):
+                result = await result
+            reply = ScriptedReply(content=result) if isinstance(result, str) else result
+            natural = self.lengths.length(seed, first_index + i, prompt)
+            choice = _shape(reply, natural if limit is None else min(natural, limit))
+            if limit is not None and natural > limit:
+                choice = _Choice(choice.content, choice.reasoning, choice.tokens, "length")
+            choices.append(choice)
+
+        await self._decode([c.tokens for c in choices])
+
+        prompt_tokens = sum(
+            count_tokens(_text_of(m.get("content"))) for m in messages if isinstance(m, dict)
+        )
+        completion_tokens = sum(c.tokens for c in choices)
+        self.last_response_unix = time.time()
+        return web.json_response(
+            {
+                "id": f"chatcmpl-tp{next(self._ids):x}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": model,
+                "choices": [
+                    {
+                        "index": i,
+                        "message": {
+                            "role": "assistant",
+                            "content": c.content,
+                            "reasoning": c.reasoning or None,
+                        },
+                        "logprobs": None,
+                        "finish_reason": c.finish_reason,
+                    }
+                    for i, c in enumerate(choices)
+                ],
+                "usage": {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": completion_tokens,
+                    "total_tokens": prompt_tokens + completion_tokens,
+                },
+            }
+        )
+
+
+# ---------------------------------------------------------------------- command line
+
+
+def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m pacore_graph.testing.throughput_server",
+        description="Throughput-bound OpenAI-compatible chat server; prints 'READY <base_url>'.",
+    )
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument("--model", default="throughput")
+    parser.add_argument("--throughput", type=float, default=50_000.0, help="tokens/s in all")
+    parser.add_argument("--per-sequence-cap", type=float, default=2_000.0, help="tokens/s each")
+    parser.add_argument("--median", type=float, default=60.0, help="median completion tokens")
+    parser.add_argument("--sigma", type=float, default=1.0, help="lognormal sigma of lengths")
+    parser.add_argument("--max-length", type=int, default=32768, help="longest completion")
+    parser.add_argument("--backlog", type=int, default=4096)
+    return parser.parse_args(argv)
+
+
+async def _serve(args: argparse.Namespace) -> None:
+    server = ThroughputServer(
+        throughput=args.throughput,
+        per_sequence_cap=args.per_sequence_cap,
+        lengths=LengthModel(median=args.median, sigma=args.sigma, max_length=args.max_length),
+        model=args.model,
+        host=args.host,
+        port=args.port,
+        backlog=args.backlog,
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    async with server:
+        sys.stdout.write(f"READY {server.base_url}\n")
+        sys.stdout.flush()
+        await stop.wait()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m pacore_graph.testing.throughput_server``."""
+    try:
+        asyncio.run(_serve(_parse_args(argv)))
+    except ValueError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

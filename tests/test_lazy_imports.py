@@ -1,0 +1,74 @@
+"""Lazy imports: every public name still imports, and light entry points stay light.
+
+Start-up speed itself lives in ``benchmarks/``; these tests check the
+mechanism (which modules a fresh interpreter has loaded), which would fail if
+someone put a heavy import back at the top of ``pacore_graph/__init__.py`` or
+``pacore_graph/cli.py``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+
+import pytest
+
+import pacore_graph
+
+HEAVY = ("langgraph", "langchain_core", "pydantic", "aiohttp", "opentelemetry", "jinja2")
+
+
+@pytest.mark.parametrize("name", sorted(pacore_graph.__all__))
+def test_every_public_name_imports_from_the_package(name: str) -> None:
+    namespace: dict[str, object] = {}
+    exec(f"from pacore_graph import {name}", namespace)  # the statement users write
+    assert namespace[name] is getattr(pacore_graph, name)
+
+
+def test_public_names_are_the_objects_of_their_modules() -> None:
+    assert (
+        pacore_graph.build_pacore_graph
+        is importlib.import_module("pacore_graph.graph").build_pacore_graph
+    )
+    assert pacore_graph.PRESETS is importlib.import_module("pacore_graph.config").PRESETS
+    assert set(pacore_graph.__all__) <= set(dir(pacore_graph))
+
+
+def test_unknown_names_still_raise_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no_such_name"):
+        _ = pacore_graph.no_such_name
+
+
+def _loaded_after(code: str) -> set[str]:
+    out = subprocess.run(
+        [sys.executable, "-c", f"{code}\nimport sys, json; print(json.dumps(sorted(sys.modules)))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return {m.split(".")[0] for m in json.loads(out.stdout.strip().splitlines()[-1])}
+
+
+def test_importing_the_package_loads_no_heavy_dependency() -> None:
+    loaded = _loaded_after("import pacore_graph")
+    assert not loaded & set(HEAVY), loaded & set(HEAVY)
+
+
+def test_the_command_line_parser_loads_no_heavy_dependency() -> None:
+    loaded = _loaded_after(
+        "from pacore_graph.cli import build_parser\n"
+        "build_parser().parse_args(['run', 'q', '--preset', 'high'])"
+    )
+    assert not loaded & set(HEAVY), loaded & set(HEAVY)
+
+
+def test_help_still_lists_the_presets() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "pacore_graph.cli", "run", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "high" in out.stdout and "--preset" in out.stdout
