@@ -45,8 +45,8 @@ from pacore_graph.limits import SequenceLimiter
 from pacore_graph.prompts import (
     SYNTHESIS_TEMPLATE,
     last_user_index,
-    order_references,
     render_synthesis,
+    select_references,
     synthesis_messages,
 )
 from pacore_graph.records import PaCoReResult, Trajectory
@@ -180,10 +180,7 @@ def build_pacore_graph(
         if r == 0:
             tracer.start_round(state["run_id"], r, schedule[r], ())
             return {"prompt": conversation, "prompt_refs": ()}
-        usable = [t for t in state["rounds"][-1] if t.message]
-        order = order_references([t.message or "" for t in usable], cfg.shuffle_seed)
-        refs = tuple(usable[i].index for i in order)
-        texts = [usable[i].message or "" for i in order]
+        refs, texts = select_references(state["rounds"][-1], cfg.shuffle_seed, cfg.reference_order)
         prompt = synthesis_messages(conversation, texts, template)
         tracer.start_round(state["run_id"], r, schedule[r], texts)
         return {"prompt": tuple(prompt), "prompt_refs": refs}
