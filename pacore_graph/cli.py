@@ -83,6 +83,13 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
         help="ask vLLM for completion token ids (return_token_ids), for RL export",
     )
     p.add_argument("--shuffle-seed", type=int, default=None, help="reference shuffle seed")
+    p.add_argument(
+        "--reference-order",
+        choices=["public", "compacted"],
+        default=None,
+        help="synthesis references: 'public' (default) orders them exactly as the public "
+        "PaCoRe pipeline; 'compacted' drops failed/empty messages, then sorts compacted ones",
+    )
     p.add_argument("--retries", type=int, default=None, help="attempts per call (default 4)")
     p.add_argument(
         "--client",
@@ -232,6 +239,8 @@ def _config(args: argparse.Namespace, embedded: bool) -> PaCoReConfig:
         fields["max_concurrency"] = EMBEDDED_MAX_CONCURRENCY
     if args.shuffle_seed is not None:
         fields["shuffle_seed"] = args.shuffle_seed
+    if getattr(args, "reference_order", None) is not None:
+        fields["reference_order"] = args.reference_order
     if args.retries is not None:
         fields["retry"] = RetryPolicy(max_attempts=args.retries)
     if args.no_batch:

@@ -98,6 +98,14 @@ class PaCoReConfig(_Frozen):
         description="Seed for shuffling each round's messages before synthesis (order bias); "
         "None keeps explorer order.",
     )
+    reference_order: Literal["public", "compacted"] = Field(
+        "public",
+        description="Which previous-round messages a synthesis prompt shows and in what "
+        "order: 'public' is the public pipeline's rule byte for byte (sort all K by raw "
+        "content length, failed calls as empty, shuffle, drop empty content, keep empty "
+        "conclusions); 'compacted' drops failed and empty messages first and sorts the "
+        "compacted messages.",
+    )
     max_concurrency: int = Field(
         64, ge=1, le=100_000, description="Model calls (sequences) in flight at most."
     )

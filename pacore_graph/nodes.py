@@ -32,7 +32,7 @@ from pacore_graph.explorer import Explorer, ExploreTask
 from pacore_graph.prompts import (
     SYNTHESIS_TEMPLATE,
     last_user_index,
-    order_references,
+    select_references,
     synthesis_messages,
 )
 from pacore_graph.records import PaCoReResult, Trajectory
@@ -117,10 +117,9 @@ class PaCoReNodes:
         if r == 0:
             self.tracer.start_round(state["run_id"], r, self.schedule[r], ())
             return {"prompt": conversation, "prompt_refs": ()}
-        usable = [t for t in state["rounds"][-1] if t.message]
-        order = order_references([t.message or "" for t in usable], self.config.shuffle_seed)
-        refs = tuple(usable[i].index for i in order)
-        texts = [usable[i].message or "" for i in order]
+        refs, texts = select_references(
+            state["rounds"][-1], self.config.shuffle_seed, self.config.reference_order
+        )
         prompt = synthesis_messages(conversation, texts, self.template)
         self.tracer.start_round(state["run_id"], r, self.schedule[r], texts)
         return {"prompt": tuple(prompt), "prompt_refs": refs}

@@ -3,9 +3,19 @@
 PaCoRe-8B was trained on inputs rendered from :data:`SYNTHESIS_TEMPLATE`, so
 the default reproduces the public pipeline byte for byte: the same Jinja2
 text, rendered with Jinja2's defaults, substituted for the conversation's last
-user message while earlier messages are kept. Messages are shuffled with a
-fixed seed first (order bias), after a stable sort so the permutation does not
-depend on which explorer happened to finish first.
+user message while earlier messages are kept.
+
+Which references are shown, and in what order, follows the public pipeline
+(``pacore/batch_inference/base_exp.py``) by default (``reference_order =
+"public"``): all K responses of the round, failed calls included as empty
+content, are sorted by the length of their raw ``content`` (``<think>``
+included), shuffled with ``random.Random(seed)``, then responses whose content
+is empty are dropped and each remaining one passes on its message (the text
+after the last ``</think>``; an empty conclusion stays an empty reference).
+PaCoRe-8B was trained on prompts built exactly so. ``"compacted"`` is this
+project's earlier rule: drop failed and empty messages first, then sort by
+the compacted message's length and shuffle. Ties in the sort keep explorer
+order (the public pipeline keeps arrival order, which is not reproducible).
 """
 
 from __future__ import annotations
@@ -13,20 +23,30 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
-from typing import Any
+from typing import Any, Literal
 
 import jinja2
 
+from pacore_graph.records import Trajectory
+
 __all__ = [
+    "REFERENCE_ORDERS",
     "SYNTHESIS_TEMPLATE",
     "ChatMessage",
+    "ReferenceOrder",
     "last_user_index",
     "order_references",
     "render_synthesis",
+    "select_references",
     "synthesis_messages",
 ]
 
 ChatMessage = Mapping[str, Any]
+
+#: ``public``: the public pipeline's rule (the default); ``compacted``: sort the
+#: compacted messages of successful trajectories only.
+ReferenceOrder = Literal["public", "compacted"]
+REFERENCE_ORDERS: tuple[ReferenceOrder, ...] = ("public", "compacted")
 
 #: The protocol text, exactly as in the paper's public pipeline.
 SYNTHESIS_TEMPLATE = """\
@@ -80,6 +100,35 @@ def order_references(messages: Sequence[str], seed: int | None) -> list[int]:
     order.sort(key=lambda i: len(messages[i]))
     random.Random(seed).shuffle(order)
     return order
+
+
+def select_references(
+    trajectories: Sequence[Trajectory],
+    seed: int | None,
+    order: ReferenceOrder = "public",
+) -> tuple[tuple[int, ...], list[str]]:
+    """The previous round's references for the next prompt: (explorer indices, texts).
+
+    ``trajectories`` is one finished round, its messages already compacted.
+    ``order="public"`` reproduces the public pipeline byte for byte (see the
+    module docstring): a failed call is an empty content that takes part in
+    the sort and the shuffle and is then dropped, and a response whose raw
+    content is non-empty is kept even when its message is empty. ``seed=None``
+    keeps explorer order under either rule.
+    """
+    by_index = sorted(trajectories, key=lambda t: t.index)
+    if order == "public":
+        raw = ["" if t.failed else (t.content or "") for t in by_index]
+        shown = [i for i in order_references(raw, seed) if raw[i]]
+        return (
+            tuple(by_index[i].index for i in shown),
+            [by_index[i].message or "" for i in shown],
+        )
+    if order == "compacted":
+        usable = [t for t in by_index if not t.failed and t.message]
+        picked = order_references([t.message or "" for t in usable], seed)
+        return tuple(usable[i].index for i in picked), [usable[i].message or "" for i in picked]
+    raise ValueError(f"reference order must be one of {', '.join(REFERENCE_ORDERS)}; got {order!r}")
 
 
 def synthesis_messages(
