@@ -130,7 +130,10 @@ async def test_4xx_is_not_retried_elsewhere() -> None:
     def bad_request(req: ScriptedRequest) -> int | None:
         return 400
 
-    async with ScriptedServer(fail_when=bad_request) as a, ScriptedServer(fail_when=bad_request) as b:
+    async with (
+        ScriptedServer(fail_when=bad_request) as a,
+        ScriptedServer(fail_when=bad_request) as b,
+    ):
         client = MultiEndpointClient([a.base_url, b.base_url], "scripted", retry=FAST)
         try:
             with pytest.raises(ModelCallError, match="HTTP 400"):
