@@ -210,3 +210,63 @@ async def test_killing_one_of_two_replicas_mid_run_fails_no_problem() -> None:
     assert stats[0].failures > 0 and not stats[0].healthy
     # Every sample of every round was eventually answered by B after the kill.
     assert stats[1].samples >= 8 * (2 + 1)
+
+
+# --------------------------------------------------------------------------- the CLI
+
+
+def test_pacore_run_with_repeated_base_url_uses_both(capsys: pytest.CaptureFixture[str]) -> None:
+    from pacore_graph.cli import main
+
+    with ScriptedServer().run_in_thread() as a, ScriptedServer().run_in_thread() as b:
+        argv = ["run", "What is 2+2?", "--rounds", "6", "--no-batch", "--json", "--no-progress"]
+        code = main([*argv, "--base-url", a.base_url, "--base-url", b.base_url, "--model", "m"])
+        assert code == 0
+        out = capsys.readouterr().out
+        assert '"failures": 0' in out
+        assert len(a.requests) > 0 and len(b.requests) > 0
+        assert len(a.requests) + len(b.requests) == 6 + 1
+
+
+def test_pacore_eval_with_a_dead_replica_still_answers(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pathlib import Path
+
+    from pacore_graph.cli import main
+
+    data = Path(__file__).parent / "data" / "pacore_sample_questions.jsonl"
+    dead = f"http://127.0.0.1:{closed_port()}/v1"
+    with ScriptedServer().run_in_thread() as live:
+        code = main(
+            [
+                "eval",
+                "--dataset",
+                str(data),
+                "--limit",
+                "2",
+                "--methods",
+                "pacore:low",
+                "--out",
+                str(tmp_path / "out"),
+                "--no-progress",
+                "--base-url",
+                dead,
+                "--base-url",
+                live.base_url,
+                "--model",
+                "m",
+            ]
+        )
+        assert code == 0
+        assert all(r.status == 200 for r in live.requests)
+        assert sum(r.body.get("n", 1) for r in live.requests) == 2 * (4 + 1)
+    capsys.readouterr()
+
+
+def test_langchain_client_refuses_several_base_urls(capsys: pytest.CaptureFixture[str]) -> None:
+    from pacore_graph.cli import main
+
+    argv = ["run", "Q", "--client", "langchain", "--model", "m"]
+    assert main([*argv, "--base-url", "http://a/v1", "--base-url", "http://b/v1"]) == 2
+    assert "one --base-url" in capsys.readouterr().err

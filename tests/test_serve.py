@@ -503,3 +503,21 @@ def test_pacore_serve_bad_arguments_exit_2(capsys: pytest.CaptureFixture[str]) -
     assert "compactor" in capsys.readouterr().err
     assert main(["serve", "--upstream", "http://a/v1", "--model", "m", "--temperature", "9"]) == 2
     assert "temperature" in capsys.readouterr().err
+
+
+def test_stats_report_runs_and_replicas() -> None:
+    with ScriptedServer().run_in_thread() as a, ScriptedServer().run_in_thread() as b:  # noqa: SIM117
+        with running_serve(settings(a, b, api_key=KEY)) as srv:
+            sdk(srv).chat.completions.create(
+                model="pacore:6", messages=[{"role": "user", "content": QUESTION}]
+            )
+            assert httpx.get(f"http://127.0.0.1:{srv.server.config.port}/stats").status_code == 401
+            stats = httpx.get(
+                f"http://127.0.0.1:{srv.server.config.port}/stats",
+                headers={"Authorization": f"Bearer {KEY}"},
+            ).json()
+            urls = [a.base_url, b.base_url]
+    assert stats["runs_started"] == 1 and stats["runs_in_progress"] == 0
+    assert [r["base_url"] for r in stats["replicas"]] == urls
+    assert sum(r["samples"] for r in stats["replicas"]) == 6 + 1
+    assert all(r["healthy"] for r in stats["replicas"])

@@ -12,6 +12,8 @@ Lifecycle rules a client can rely on:
   no further round (and no further upstream call) starts for it.
 - Over ``max_concurrency`` runs, a request gets 429 with ``Retry-After``
   instead of queueing without bound.
+- ``GET /stats`` reports runs in progress and, over several upstreams, each
+  replica's samples, failures and health.
 - On SIGTERM uvicorn stops accepting connections and waits for runs in
   flight; requests that still arrive on open connections get 503.
 """
@@ -25,6 +27,7 @@ import json
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
+from dataclasses import asdict
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -216,6 +219,22 @@ def create_app(settings: ServeSettings, *, client: ChatClient | None = None) -> 
     async def models(request: Request) -> Response:
         state.check_auth(request)
         return JSONResponse(listed_models(state.started, list(LISTED_MODELS)))
+
+    @app.get("/stats")
+    async def stats(request: Request) -> Response:
+        """Runs and, over several upstreams, each replica's counters (for operators)."""
+        state.check_auth(request)
+        replica_stats = getattr(state.client, "stats", None)
+        replicas = [asdict(r) for r in replica_stats()] if callable(replica_stats) else []
+        return JSONResponse(
+            {
+                "runs_in_progress": state.active,
+                "runs_started": state.runs_started,
+                "runs_cancelled": state.runs_cancelled,
+                "draining": state.draining,
+                "replicas": replicas,
+            }
+        )
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Response:
