@@ -58,7 +58,12 @@ def _rounds(text: str) -> list[int]:
 
 def _add_model_args(p: argparse.ArgumentParser) -> None:
     """Options shared by every command that talks to a model."""
-    p.add_argument("--base-url", help="OpenAI-compatible server, e.g. http://localhost:8000/v1")
+    p.add_argument(
+        "--base-url",
+        action="append",
+        help="OpenAI-compatible server, e.g. http://localhost:8000/v1; repeat it for "
+        "several replicas of one model (samples go to the least loaded one)",
+    )
     p.add_argument("--model", help="served model name (required with --base-url)")
     p.add_argument("--api-key", help="API key (default: $PACORE_API_KEY or $OPENAI_API_KEY)")
     p.add_argument(
@@ -209,6 +214,42 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--seed", type=int, default=0)
     tr.add_argument("--cpu", action="store_true", help="train on the CPU even if a GPU exists")
 
+    srv = sub.add_parser("serve", help="serve PaCoRe behind an OpenAI-compatible API")
+    srv.add_argument(
+        "--upstream",
+        action="append",
+        required=True,
+        help="OpenAI-compatible model server, e.g. http://gpu1:8000/v1; repeat for replicas",
+    )
+    srv.add_argument("--model", required=True, help="the upstreams' served model name")
+    srv.add_argument("--host", default="127.0.0.1")
+    srv.add_argument("--port", type=int, default=8000)
+    srv.add_argument(
+        "--api-key", help="key clients must send as Bearer (default: $PACORE_SERVE_API_KEY)"
+    )
+    srv.add_argument(
+        "--upstream-api-key", help="key sent upstream (default: $PACORE_API_KEY/$OPENAI_API_KEY)"
+    )
+    srv.add_argument(
+        "--max-concurrency", type=int, default=64, help="PaCoRe runs at once (more get 429)"
+    )
+    srv.add_argument(
+        "--max-samples-in-flight",
+        type=int,
+        default=256,
+        help="upstream sequences in flight at most, over all runs and replicas",
+    )
+    srv.add_argument("--compactor", default="conclusion", help="default: conclusion")
+    srv.add_argument("--temperature", type=float, default=None, help="default per request")
+    srv.add_argument("--top-p", type=float, default=None, help="default per request")
+    srv.add_argument("--max-tokens", type=int, default=None, help="default per explorer call")
+    srv.add_argument("--timeout", type=float, default=None, help="seconds per upstream call")
+    srv.add_argument("--retries", type=int, default=None, help="attempts per call (default 4)")
+    srv.add_argument(
+        "--drain-timeout", type=int, default=600, help="seconds SIGTERM waits for runs"
+    )
+    srv.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+
     data = sub.add_parser("data", help="generate evaluation datasets")
     data.add_argument("kind", choices=["arithmetic", "easy-arithmetic"])
     data.add_argument("--n", type=int, default=100, help="number of problems")
@@ -258,7 +299,7 @@ def _format_validation(exc: ValidationError) -> str:
 
 @dataclass
 class _Endpoint:
-    base_url: str
+    base_urls: list[str]
     model: str
 
 
@@ -267,7 +308,7 @@ async def _endpoint(args: argparse.Namespace) -> AsyncIterator[_Endpoint]:
     if args.base_url and not args.model:
         raise UsageError("--model is required with --base-url (the served model's name)")
     if args.base_url:
-        yield _Endpoint(args.base_url, args.model)
+        yield _Endpoint(list(args.base_url), args.model)
         return
     from pacore_graph.embedded import model_endpoint
 
@@ -280,7 +321,7 @@ async def _endpoint(args: argparse.Namespace) -> AsyncIterator[_Endpoint]:
             f"embedded server ready in {time.perf_counter() - started:.1f}s at {base_url}",
             file=sys.stderr,
         )
-        yield _Endpoint(base_url, model)
+        yield _Endpoint([base_url], model)
 
 
 @contextlib.contextmanager
@@ -304,21 +345,23 @@ def _tracing(args: argparse.Namespace) -> Iterator[TraceOptions]:
 
 
 def _client(args: argparse.Namespace, endpoint: _Endpoint, config: PaCoReConfig) -> ChatClient:
-    from pacore_graph.client import OpenAICompatClient
+    from pacore_graph.multi_client import chat_client_for
 
     if args.client == "langchain":
         from pacore_graph.models import LangChainChatClient, make_chat_model
 
+        if len(endpoint.base_urls) > 1:
+            raise UsageError("--client langchain takes one --base-url; use the direct client")
         chat = make_chat_model(
-            endpoint.base_url,
+            endpoint.base_urls[0],
             endpoint.model,
             api_key=args.api_key,
             sampling=config.sampling,
             retry=config.retry,
         )
         return LangChainChatClient(chat, model=endpoint.model)
-    return OpenAICompatClient(
-        endpoint.base_url, endpoint.model, api_key=args.api_key, retry=config.retry
+    return chat_client_for(
+        endpoint.base_urls, endpoint.model, api_key=args.api_key, retry=config.retry
     )
 
 
@@ -545,6 +588,8 @@ async def _swe(args: argparse.Namespace) -> int:
             "pacore swe needs a tool-calling model: --base-url URL --model NAME "
             "(the embedded 135M model cannot call tools)"
         )
+    if len(args.base_url) > 1:
+        raise UsageError("pacore swe takes one --base-url")
     if not args.repo.is_dir():
         raise UsageError(f"--repo {args.repo}: not a directory")
     if not args.issue.is_file():
@@ -556,7 +601,7 @@ async def _swe(args: argparse.Namespace) -> int:
         raise UsageError(f"--issue {args.issue}: the issue text is empty")
     config, _ = _prepare(args)
     chat = make_chat_model(
-        args.base_url,
+        args.base_url[0],
         args.model,
         api_key=args.api_key,
         sampling=config.sampling,
@@ -669,6 +714,54 @@ def _rl(args: argparse.Namespace) -> int:
     return 0
 
 
+def _serve(args: argparse.Namespace) -> int:
+    import os
+
+    from pydantic import ValidationError
+
+    from pacore_graph.compaction import compactor_from_name
+    from pacore_graph.config import RetryPolicy, SamplingParams
+
+    try:
+        from pacore_graph.serve import API_KEY_ENV_VAR, ServeSettings, serve
+    except ImportError as exc:
+        raise UsageError(
+            f"pacore serve needs the serve extra (pip install 'pacore-graph[serve]'): {exc}"
+        ) from None
+    sampling: dict[str, Any] = {}
+    for key in ("temperature", "top_p", "max_tokens", "timeout"):
+        value = getattr(args, key)
+        if value is not None:
+            sampling[key] = value
+    try:
+        compactor_from_name(args.compactor)
+        settings = ServeSettings(
+            upstreams=tuple(args.upstream),
+            model=args.model,
+            api_key=args.api_key or os.environ.get(API_KEY_ENV_VAR) or None,
+            upstream_api_key=args.upstream_api_key,
+            max_concurrency=args.max_concurrency,
+            max_samples_in_flight=args.max_samples_in_flight,
+            compactor=args.compactor,
+            sampling=SamplingParams(**sampling),
+            retry=RetryPolicy(max_attempts=args.retries) if args.retries else RetryPolicy(),
+        )
+    except ValidationError as exc:
+        raise UsageError(_format_validation(exc)) from None
+    except (ValueError, ImportError, AttributeError, TypeError) as exc:
+        raise UsageError(str(exc)) from None
+    if not 0 <= args.port <= 65535:
+        raise UsageError(f"--port must be in [0, 65535], got {args.port}")
+    serve(
+        settings,
+        host=args.host,
+        port=args.port,
+        drain_timeout=args.drain_timeout,
+        log_level=args.log_level,
+    )
+    return 0
+
+
 def _data(args: argparse.Namespace) -> int:
     from pacore_graph.eval.datasets import generate_dataset
 
@@ -690,6 +783,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(_eval(args))
         if args.command == "data":
             return _data(args)
+        if args.command == "serve":
+            return _serve(args)
         if args.command == "graph":
             return _graph(args)
         if args.command == "swe":

@@ -1,0 +1,234 @@
+"""``pacore serve``'s overhead against the library in-process, and the spread over replicas.
+
+Same workload for both, measured in the same sitting: 200 concurrent clients,
+one problem each, at ``--model`` (default ``pacore-high``: rounds 32, 4, 1 =
+7,400 samples), against two scripted upstream replicas (each in its own
+process, ``--latency`` seconds per request), at most 1,024 samples in flight.
+
+- ``library``: this process runs the compiled graph itself, 200
+  ``ainvoke`` calls at once, over :class:`MultiEndpointClient`.
+- ``serve``: ``pacore serve --upstream A --upstream B`` in its own process;
+  this process is 200 clients POSTing ``/v1/chat/completions`` (one pooled
+  aiohttp session, so the client side costs little).
+- ``serve-stream``: the same with ``stream: true`` (SSE progress + answer).
+
+Prints, per variant, the median wall time over ``--repeats`` (variants
+alternate), its ratio to ``library``, the median per-request latency, and each
+replica's share of the samples.
+
+    python benchmarks/bench_serve.py
+    python benchmarks/bench_serve.py --model pacore:8,2 --latency 0.2 --repeats 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+ROOT = Path(__file__).resolve().parent.parent
+SERVER = ROOT / "pacore_graph" / "testing" / "scripted_server.py"
+CONCURRENCY = 1024
+VARIANTS = ("library", "serve", "serve-stream")
+
+
+def problems(count: int) -> list[str]:
+    return [
+        f"Problem {i}: compute the sum of the first {i + 10} odd numbers." for i in range(count)
+    ]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_upstream(latency: float) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(SERVER),
+            "--port",
+            "0",
+            "--latency",
+            str(latency),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline().strip()
+    if not line.startswith("READY "):
+        proc.kill()
+        raise RuntimeError(f"scripted server did not start: {line!r}")
+    return proc, line.split(" ", 1)[1]
+
+
+def start_serve(upstreams: list[str]) -> tuple[subprocess.Popen[str], str]:
+    port = free_port()
+    argv = [sys.executable, "-m", "pacore_graph.cli", "serve", "--model", "scripted"]
+    for url in upstreams:
+        argv += ["--upstream", url]
+    argv += [
+        "--port",
+        str(port),
+        "--max-concurrency",
+        "10000",
+        "--max-samples-in-flight",
+        str(CONCURRENCY),
+        "--log-level",
+        "warning",
+    ]
+    proc = subprocess.Popen(argv, env={**os.environ, "PACORE_SERVE_API_KEY": ""}, text=True)
+    base = f"http://127.0.0.1:{port}"
+
+    async def wait() -> None:
+        async with aiohttp.ClientSession() as session:
+            for _ in range(600):
+                try:
+                    async with session.get(f"{base}/health") as resp:
+                        if resp.status == 200:
+                            return
+                except aiohttp.ClientError:
+                    pass
+                if proc.poll() is not None:
+                    raise RuntimeError("pacore serve exited during start-up")
+                await asyncio.sleep(0.1)
+        raise RuntimeError("pacore serve did not start")
+
+    asyncio.run(wait())
+    return proc, base
+
+
+# --------------------------------------------------------------------------- variants
+
+
+async def run_library(upstreams: list[str], model: str, count: int) -> dict[str, Any]:
+    from pacore_graph import build_pacore_graph
+    from pacore_graph.graph import ainvoke_pacore
+    from pacore_graph.multi_client import MultiEndpointClient
+    from pacore_graph.serve import parse_model_name
+
+    client = MultiEndpointClient(upstreams, "scripted")
+    graph = build_pacore_graph(
+        client, config={"rounds": parse_model_name(model), "max_concurrency": CONCURRENCY}
+    )
+    latencies: list[float] = []
+
+    async def one(question: str) -> None:
+        started = time.perf_counter()
+        result = await ainvoke_pacore(graph, question)
+        if not result.answer:
+            raise RuntimeError("empty answer")
+        latencies.append(time.perf_counter() - started)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(one(q) for q in problems(count)))
+    wall = time.perf_counter() - started
+    samples = [s.samples for s in client.stats()]
+    await client.aclose()
+    return {"wall": wall, "latency": statistics.median(latencies), "samples": samples}
+
+
+async def run_serve(base: str, model: str, count: int, stream: bool) -> dict[str, Any]:
+    connector = aiohttp.TCPConnector(limit=0)
+    timeout = aiohttp.ClientTimeout(total=600)
+    latencies: list[float] = []
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+        async with session.get(f"{base}/stats") as resp:
+            before = [r["samples"] for r in (await resp.json())["replicas"]]
+
+        async def one(question: str) -> None:
+            body = {"model": model, "messages": [{"role": "user", "content": question}]}
+            if stream:
+                body["stream"] = True
+            started = time.perf_counter()
+            async with session.post(f"{base}/v1/chat/completions", json=body) as resp:
+                raw = await resp.read()
+                if resp.status != 200:
+                    raise RuntimeError(f"HTTP {resp.status}: {raw[:200]!r}")
+                if stream:
+                    if not raw.rstrip().endswith(b"data: [DONE]") or b'"content"' not in raw:
+                        raise RuntimeError(f"bad stream: {raw[-200:]!r}")
+                elif not json.loads(raw)["choices"][0]["message"]["content"]:
+                    raise RuntimeError("empty answer")
+            latencies.append(time.perf_counter() - started)
+
+        started = time.perf_counter()
+        await asyncio.gather(*(one(q) for q in problems(count)))
+        wall = time.perf_counter() - started
+        async with session.get(f"{base}/stats") as resp:
+            after = [r["samples"] for r in (await resp.json())["replicas"]]
+    samples = [b - a for a, b in zip(before, after, strict=True)]
+    return {"wall": wall, "latency": statistics.median(latencies), "samples": samples}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="pacore-high")
+    parser.add_argument("--clients", type=int, default=200)
+    parser.add_argument("--latency", type=float, default=0.5)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    args = parser.parse_args()
+    variants = [v for v in args.variants.split(",") if v]
+    if "library" not in variants or any(v not in VARIANTS for v in variants):
+        parser.error(f"--variants: choose from {VARIANTS}, including library (the baseline)")
+
+    ups = [start_upstream(args.latency) for _ in range(2)]
+    upstreams = [url for _, url in ups]
+    serve_proc, base = start_serve(upstreams)
+    results: dict[str, list[dict[str, Any]]] = {v: [] for v in variants}
+    try:
+        for rep in range(args.repeats):
+            order = variants if rep % 2 == 0 else list(reversed(variants))
+            for variant in order:
+                if variant == "library":
+                    out = asyncio.run(run_library(upstreams, args.model, args.clients))
+                else:
+                    stream = variant == "serve-stream"
+                    out = asyncio.run(run_serve(base, args.model, args.clients, stream))
+                results[variant].append(out)
+                shares = "/".join(str(s) for s in out["samples"])
+                print(
+                    f"  repeat {rep + 1} {variant:13s} wall {out['wall']:6.2f} s  "
+                    f"p50 request {out['latency']:6.2f} s  samples per replica {shares}",
+                    file=sys.stderr,
+                )
+    finally:
+        serve_proc.terminate()
+        serve_proc.wait(60)
+        for proc, _ in ups:
+            proc.terminate()
+            proc.wait(10)
+
+    base_wall = statistics.median(r["wall"] for r in results["library"])
+    print(
+        f"\n{args.clients} concurrent clients, {args.model}, 2 replicas at {args.latency:g} s "
+        f"latency, median of {args.repeats}\n"
+    )
+    print("| variant | wall | vs library | p50 request | samples per replica (share) |")
+    print("|---|---|---|---|---|")
+    for variant in variants:
+        runs = results[variant]
+        wall = statistics.median(r["wall"] for r in runs)
+        latency = statistics.median(r["latency"] for r in runs)
+        totals = [sum(col) for col in zip(*(r["samples"] for r in runs), strict=True)]
+        total = sum(totals) or 1
+        spread = " / ".join(f"{t} ({100 * t / total:.1f}%)" for t in totals)
+        print(f"| {variant} | {wall:.2f} s | {wall / base_wall:.2f} | {latency:.2f} s | {spread} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,294 @@
+"""One chat client over several OpenAI-compatible replicas of the same model.
+
+PaCoRe's fan-out (K=32 explorers per problem, many problems at once) rarely
+fits one vLLM replica. :class:`MultiEndpointClient` is a
+:class:`~pacore_graph.client.ChatClient` that spreads samples over several
+``base_url`` s serving the same model:
+
+- **Least outstanding samples first**: a request with ``n=K`` counts K
+  samples on its replica until it returns, and each request goes to the
+  healthy replica with the fewest samples in flight (ties rotate). Counting
+  samples, not requests, matters because one ``n=32`` request loads a server
+  as much as 32 single ones.
+- **Eject and re-admit**: a replica that refuses connections, times out or
+  answers 5xx is taken out of rotation at once, and a background health check
+  (``GET {base_url}/models``) re-admits it when it answers 200 again.
+- **Fail over**: the failed request is retried on another replica straight
+  away (no backoff while an untried healthy replica exists), so killing one of
+  two replicas mid-run costs latency, not answers. Backoff applies only once
+  every replica has been tried.
+
+Each replica is an :class:`~pacore_graph.client.OpenAICompatClient` with a
+single attempt per call: retries are decided here, across replicas, so a dead
+replica is not hammered by its own retry loop first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+import weakref
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from pacore_graph.client import OpenAICompatClient, resolve_api_key
+from pacore_graph.config import RetryPolicy, SamplingParams
+from pacore_graph.errors import ModelCallError
+from pacore_graph.records import Completion
+
+__all__ = ["MultiEndpointClient", "ReplicaStats", "chat_client_for"]
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaStats:
+    """A snapshot of one replica's counters (for benchmarks, tests and logs)."""
+
+    base_url: str
+    healthy: bool
+    outstanding: int
+    requests: int
+    samples: int
+    failures: int
+    ejections: int
+
+
+class _Replica:
+    """Mutable bookkeeping for one upstream; only touched from the event loop."""
+
+    __slots__ = (
+        "client",
+        "ejections",
+        "failures",
+        "healthy",
+        "outstanding",
+        "probe",
+        "requests",
+        "samples",
+    )
+
+    def __init__(self, client: OpenAICompatClient) -> None:
+        self.client = client
+        self.healthy = True
+        self.outstanding = 0
+        self.requests = 0
+        self.samples = 0
+        self.failures = 0
+        self.ejections = 0
+        self.probe: asyncio.Task[None] | None = None
+
+    def stats(self) -> ReplicaStats:
+        return ReplicaStats(
+            base_url=self.client.base_url,
+            healthy=self.healthy,
+            outstanding=self.outstanding,
+            requests=self.requests,
+            samples=self.samples,
+            failures=self.failures,
+            ejections=self.ejections,
+        )
+
+
+def _ejects(exc: ModelCallError) -> bool:
+    """Connection refused/reset, timeouts and 5xx take a replica out; 4xx do not."""
+    return exc.status is None or exc.status >= 500
+
+
+class MultiEndpointClient:
+    """A :class:`~pacore_graph.client.ChatClient` over several replicas of one model.
+
+    ``retry`` bounds the attempts of one request across replicas (the default
+    allows four); ``health_interval`` is the pause between health checks of an
+    ejected replica.
+    """
+
+    def __init__(
+        self,
+        base_urls: Sequence[str],
+        model: str,
+        *,
+        api_key: str | None = None,
+        retry: RetryPolicy | None = None,
+        headers: Mapping[str, str] | None = None,
+        health_interval: float = 1.0,
+        health_timeout: float = 2.0,
+    ) -> None:
+        urls = [u.rstrip("/") for u in base_urls]
+        if not urls:
+            raise ValueError("MultiEndpointClient needs at least one base URL")
+        if len(set(urls)) != len(urls):
+            raise ValueError(f"duplicate base URLs: {urls}")
+        if health_interval <= 0 or health_timeout <= 0:
+            raise ValueError("health_interval and health_timeout must be > 0")
+        self.model = model
+        self.retry = retry or RetryPolicy()
+        single = RetryPolicy(max_attempts=1)
+        self._replicas = [
+            _Replica(OpenAICompatClient(u, model, api_key=api_key, retry=single, headers=headers))
+            for u in urls
+        ]
+        self._health_headers = {"Authorization": f"Bearer {resolve_api_key(api_key)}"}
+        self.health_interval = health_interval
+        self.health_timeout = health_timeout
+        self._turn = itertools.count()
+        self._probes: weakref.WeakSet[asyncio.Task[None]] = weakref.WeakSet()
+
+    def __repr__(self) -> str:
+        return f"MultiEndpointClient(base_urls={self.base_urls!r}, model={self.model!r})"
+
+    @property
+    def base_urls(self) -> list[str]:
+        return [r.client.base_url for r in self._replicas]
+
+    def stats(self) -> list[ReplicaStats]:
+        """Per-replica counters, in the order the URLs were given."""
+        return [r.stats() for r in self._replicas]
+
+    # ------------------------------------------------------------------ choosing
+
+    def _pick(self, tried: set[int]) -> int:
+        """The healthy, untried replica with the fewest samples in flight.
+
+        Falls back to untried ejected replicas, then to any replica, so a
+        request is never refused just because every replica looked down a
+        moment ago.
+        """
+        turn = next(self._turn)
+        count = len(self._replicas)
+        order = [(turn + i) % count for i in range(count)]  # rotate ties
+        for pool in (
+            [i for i in order if self._replicas[i].healthy and i not in tried],
+            [i for i in order if i not in tried],
+            [i for i in order if self._replicas[i].healthy],
+            order,
+        ):
+            if pool:
+                return min(pool, key=lambda i: self._replicas[i].outstanding)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # ------------------------------------------------------------------ health
+
+    def _eject(self, replica: _Replica) -> None:
+        if not replica.healthy:
+            return
+        replica.healthy = False
+        replica.ejections += 1
+        if replica.probe is None or replica.probe.done():
+            task = asyncio.get_running_loop().create_task(self._probe(replica))
+            replica.probe = task
+            self._probes.add(task)
+
+    async def _probe(self, replica: _Replica) -> None:
+        """Poll ``GET {base_url}/models`` until it answers 200, then re-admit."""
+        url = f"{replica.client.base_url}/models"
+        timeout = aiohttp.ClientTimeout(total=self.health_timeout)
+        async with aiohttp.ClientSession(headers=self._health_headers) as session:
+            while not replica.healthy:
+                await asyncio.sleep(self.health_interval)
+                try:
+                    async with session.get(url, timeout=timeout) as resp:
+                        await resp.read()
+                        if resp.status == 200:
+                            replica.healthy = True
+                except (aiohttp.ClientError, TimeoutError):
+                    continue
+
+    async def check_health(self) -> list[bool]:
+        """Probe every replica once now; update and return their health."""
+        timeout = aiohttp.ClientTimeout(total=self.health_timeout)
+
+        async def one(session: aiohttp.ClientSession, replica: _Replica) -> bool:
+            try:
+                async with session.get(
+                    f"{replica.client.base_url}/models", timeout=timeout
+                ) as resp:
+                    await resp.read()
+                    ok = resp.status == 200
+            except (aiohttp.ClientError, TimeoutError):
+                ok = False
+            if ok:
+                replica.healthy = True
+            else:
+                self._eject(replica)
+            return ok
+
+        async with aiohttp.ClientSession(headers=self._health_headers) as session:
+            return list(await asyncio.gather(*(one(session, r) for r in self._replicas)))
+
+    # ------------------------------------------------------------------ calls
+
+    async def complete(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        n: int = 1,
+        params: SamplingParams,
+        seed: int | None = None,
+    ) -> list[Completion]:
+        if n < 1:
+            raise ValueError(f"n must be >= 1, got {n}")
+        policy = self.retry
+        tried: set[int] = set()
+        for attempt in range(1, policy.max_attempts + 1):
+            if len(tried) == len(self._replicas):
+                # Every replica failed this request once: wait, then go round again.
+                await asyncio.sleep(policy.backoff(attempt - len(self._replicas)))
+                tried.clear()
+            index = self._pick(tried)
+            tried.add(index)
+            replica = self._replicas[index]
+            replica.outstanding += n
+            replica.requests += 1
+            try:
+                out = await replica.client.complete(messages, n=n, params=params, seed=seed)
+            except ModelCallError as exc:
+                replica.failures += 1
+                exc.attempts = attempt
+                if _ejects(exc):
+                    self._eject(replica)
+                if not exc.retryable or attempt == policy.max_attempts:
+                    if exc.retryable:
+                        exc.args = (
+                            f"{exc.args[0]} (gave up after {attempt} attempts "
+                            f"over {len(self._replicas)} replicas)",
+                        )
+                    raise
+                continue
+            finally:
+                replica.outstanding -= n
+            replica.samples += len(out)
+            return out
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def aclose(self) -> None:
+        """Stop health checks and close this loop's sessions."""
+        for task in list(self._probes):
+            task.cancel()
+        for replica in self._replicas:
+            replica.probe = None
+            await replica.client.aclose()
+
+    async def wait_healthy(self, timeout: float = 10.0) -> None:
+        """Wait until every replica is in rotation (tests, start-up scripts)."""
+        deadline = time.monotonic() + timeout
+        while not all(r.healthy for r in self._replicas):
+            if time.monotonic() > deadline:
+                down = [r.client.base_url for r in self._replicas if not r.healthy]
+                raise TimeoutError(f"replicas still out of rotation: {down}")
+            await asyncio.sleep(0.05)
+
+
+def chat_client_for(
+    base_urls: Sequence[str],
+    model: str,
+    *,
+    api_key: str | None = None,
+    retry: RetryPolicy | None = None,
+) -> OpenAICompatClient | MultiEndpointClient:
+    """The direct client for one URL, the multi-endpoint client for several."""
+    if len(base_urls) == 1:
+        return OpenAICompatClient(base_urls[0], model, api_key=api_key, retry=retry)
+    return MultiEndpointClient(base_urls, model, api_key=api_key, retry=retry)

@@ -1,0 +1,28 @@
+"""``pacore serve``: PaCoRe behind an OpenAI-compatible HTTP API.
+
+An application that talks to an OpenAI-compatible server switches to PaCoRe
+by changing ``base_url`` and picking ``model="pacore-high"`` (or
+``pacore:8,2``); the server spreads the explorers' samples over every
+upstream replica. Modules: :mod:`~pacore_graph.serve.app` (the ASGI app),
+:mod:`~pacore_graph.serve.protocol` (requests and answers),
+:mod:`~pacore_graph.serve.streaming` (SSE), :mod:`~pacore_graph.serve.model_names`,
+:mod:`~pacore_graph.serve.settings` and :mod:`~pacore_graph.serve.server`
+(uvicorn). Needs the ``serve`` extra: ``pip install 'pacore-graph[serve]'``.
+"""
+
+from pacore_graph.serve.app import ServeState, create_app
+from pacore_graph.serve.errors import APIError
+from pacore_graph.serve.model_names import LISTED_MODELS, parse_model_name
+from pacore_graph.serve.server import serve
+from pacore_graph.serve.settings import API_KEY_ENV_VAR, ServeSettings
+
+__all__ = [
+    "API_KEY_ENV_VAR",
+    "LISTED_MODELS",
+    "APIError",
+    "ServeSettings",
+    "ServeState",
+    "create_app",
+    "parse_model_name",
+    "serve",
+]

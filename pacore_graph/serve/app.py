@@ -1,0 +1,345 @@
+"""The ASGI app: ``/v1/models`` and ``/v1/chat/completions`` over the PaCoRe graph.
+
+Built on FastAPI/Starlette like vLLM's OpenAI-compatible server, served by
+uvicorn (see :mod:`pacore_graph.serve.server`). Each request runs the same
+compiled graph the library builds (:func:`~pacore_graph.build_pacore_graph`),
+one per distinct (rounds, compactor, sampling) and cached, all sharing one
+upstream client and one limit on samples in flight.
+
+Lifecycle rules a client can rely on:
+
+- A client that disconnects cancels its run: the graph task is cancelled, so
+  no further round (and no further upstream call) starts for it.
+- Over ``max_concurrency`` runs, a request gets 429 with ``Retry-After``
+  instead of queueing without bound.
+- ``GET /stats`` reports runs in progress and, over several upstreams, each
+  replica's samples, failures and health.
+- On SIGTERM uvicorn stops accepting connections and waits for runs in
+  flight; requests that still arrive on open connections get 503.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import json
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable
+from dataclasses import asdict
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.types import Receive, Scope, Send
+
+from pacore_graph.client import ChatClient
+from pacore_graph.config import PaCoReConfig
+from pacore_graph.errors import PaCoReError, RoundFailedError
+from pacore_graph.graph import build_pacore_graph
+from pacore_graph.limits import SequenceLimiter
+from pacore_graph.multi_client import chat_client_for
+from pacore_graph.records import PaCoReResult
+from pacore_graph.serve.errors import APIError, error_body, error_response
+from pacore_graph.serve.model_names import LISTED_MODELS
+from pacore_graph.serve.protocol import (
+    RunRequest,
+    completion_body,
+    completion_id,
+    listed_models,
+    parse_request,
+    usage_body,
+)
+from pacore_graph.serve.settings import ServeSettings
+from pacore_graph.serve.streaming import ProgressTranslator, StreamChunks, sse, sse_done
+
+__all__ = ["ServeState", "create_app"]
+
+_STREAM_MODES = ["updates", "custom", "messages"]
+
+
+class ServeState:
+    """The server's shared parts: client, graph cache, run admission, drain flag."""
+
+    def __init__(self, settings: ServeSettings, client: ChatClient | None = None) -> None:
+        self.settings = settings
+        self.owns_client = client is None
+        self.client: ChatClient = client or chat_client_for(
+            settings.upstreams,
+            settings.model,
+            api_key=settings.upstream_api_key,
+            retry=settings.retry,
+        )
+        self.limiter = SequenceLimiter(settings.max_samples_in_flight)
+        self._graphs: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+        self.active = 0
+        self.draining = False
+        self.started = int(time.time())
+        #: Runs started and runs cancelled by a client disconnect (for tests and logs).
+        self.runs_started = 0
+        self.runs_cancelled = 0
+
+    def graph_for(self, request: RunRequest) -> Any:
+        key = request.graph_key()
+        graph = self._graphs.get(key)
+        if graph is None:
+            config = PaCoReConfig(
+                rounds=request.rounds,
+                sampling=request.sampling,
+                retry=self.settings.retry,
+                max_concurrency=self.settings.max_samples_in_flight,
+            )
+            graph = build_pacore_graph(
+                self.client, config=config, compactor=request.compactor, limiter=self.limiter
+            )
+            self._graphs[key] = graph
+            while len(self._graphs) > self.settings.graph_cache_size:
+                self._graphs.popitem(last=False)
+        else:
+            self._graphs.move_to_end(key)
+        return graph
+
+    def admit(self) -> None:
+        if self.draining:
+            raise APIError(503, "the server is shutting down; retry on another instance")
+        if self.active >= self.settings.max_concurrency:
+            raise APIError(
+                429,
+                f"too many PaCoRe runs in progress ({self.settings.max_concurrency}); retry later",
+                headers={"Retry-After": str(self.settings.retry_after_s)},
+            )
+        self.active += 1
+        self.runs_started += 1
+
+    def release(self) -> None:
+        self.active -= 1
+
+    def check_auth(self, request: Request) -> None:
+        key = self.settings.api_key
+        if key is None:
+            return
+        given = request.headers.get("authorization", "")
+        scheme, _, token = given.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip(), key):
+            raise APIError(401, "invalid or missing API key (send Authorization: Bearer KEY)")
+
+
+class _DisconnectAwareStream(StreamingResponse):
+    """A streaming response that notices a client leaving even while silent.
+
+    Starlette only listens for ``http.disconnect`` under older ASGI spec
+    versions; here it always does, so a run whose rounds produce no output for
+    a while is still cancelled as soon as its client goes. ``on_close`` runs
+    however the response ends.
+    """
+
+    def __init__(self, content: AsyncIterator[bytes], on_close: Callable[[], None]) -> None:
+        super().__init__(
+            content,
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+        self._on_close = on_close
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            streaming = asyncio.ensure_future(self.stream_response(send))
+            listening = asyncio.ensure_future(self.listen_for_disconnect(receive))
+            try:
+                await asyncio.wait({streaming, listening}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for task in (streaming, listening):
+                    task.cancel()
+                results = await asyncio.gather(streaming, listening, return_exceptions=True)
+            error = results[0]
+            if isinstance(error, Exception) and not isinstance(error, OSError):
+                raise error
+        finally:
+            aclose = getattr(self.body_iterator, "aclose", None)
+            if aclose is not None:
+                with contextlib.suppress(Exception):
+                    await aclose()
+            self._on_close()
+
+
+async def _wait_disconnect(request: Request) -> None:
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+def _run_error(exc: BaseException) -> APIError:
+    if isinstance(exc, RoundFailedError):
+        return APIError(502, f"the upstream model failed: {exc}", code="upstream_error")
+    if isinstance(exc, PaCoReError):
+        return APIError(502, str(exc), code="upstream_error")
+    return APIError(500, f"internal error: {type(exc).__name__}: {exc}", code="internal_error")
+
+
+def create_app(settings: ServeSettings, *, client: ChatClient | None = None) -> FastAPI:
+    """The server's ASGI app. ``client`` replaces the upstream client (tests, custom clients)."""
+    state = ServeState(settings, client)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            state.draining = True
+            aclose = getattr(state.client, "aclose", None)
+            if state.owns_client and aclose is not None:
+                await aclose()
+
+    app = FastAPI(title="pacore serve", lifespan=lifespan, docs_url=None, redoc_url=None)
+    app.state.pacore = state
+
+    @app.exception_handler(APIError)
+    async def _api_error(request: Request, exc: APIError) -> Response:
+        return error_response(exc)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        return JSONResponse(
+            error_body(exc.status_code, str(exc.detail)), status_code=exc.status_code
+        )
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(request: Request, exc: RequestValidationError) -> Response:
+        return JSONResponse(error_body(400, str(exc.errors()[:1])), status_code=400)
+
+    @app.get("/health")
+    async def health() -> Response:
+        return Response(status_code=503 if state.draining else 200)
+
+    @app.get("/v1/models")
+    async def models(request: Request) -> Response:
+        state.check_auth(request)
+        return JSONResponse(listed_models(state.started, list(LISTED_MODELS)))
+
+    @app.get("/stats")
+    async def stats(request: Request) -> Response:
+        """Runs and, over several upstreams, each replica's counters (for operators)."""
+        state.check_auth(request)
+        replica_stats = getattr(state.client, "stats", None)
+        replicas = [asdict(r) for r in replica_stats()] if callable(replica_stats) else []
+        return JSONResponse(
+            {
+                "runs_in_progress": state.active,
+                "runs_started": state.runs_started,
+                "runs_cancelled": state.runs_cancelled,
+                "draining": state.draining,
+                "replicas": replicas,
+            }
+        )
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request) -> Response:
+        state.check_auth(request)
+        raw = await request.body()
+        try:
+            body = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            raise APIError(400, "the request body is not valid JSON") from None
+        run = parse_request(
+            body, default_sampling=settings.sampling, default_compactor=settings.compactor
+        )
+        try:
+            graph = state.graph_for(run)
+        except (ValueError, TypeError) as exc:
+            raise APIError(400, str(exc)) from None
+        state.admit()
+        inputs = {"messages": list(run.messages)}
+        if run.stream:
+            return _DisconnectAwareStream(_stream(state, graph, run, inputs), state.release)
+        try:
+            return JSONResponse(await _complete(state, request, graph, run, inputs))
+        finally:
+            state.release()
+
+    return app
+
+
+async def _complete(
+    state: ServeState, request: Request, graph: Any, run: RunRequest, inputs: dict[str, Any]
+) -> dict[str, Any]:
+    """Run to the end, or cancel the run when the client goes away first."""
+    id_ = completion_id()
+    task = asyncio.ensure_future(graph.ainvoke(inputs))
+    watch = asyncio.ensure_future(_wait_disconnect(request))
+    try:
+        await asyncio.wait({task, watch}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watch.cancel()
+        if not task.done():
+            task.cancel()
+            state.runs_cancelled += 1
+        await asyncio.gather(watch, task, return_exceptions=True)
+    if task.cancelled():
+        # Nobody is listening; this answer is never read.
+        raise APIError(499, "client disconnected", code="client_closed_request")
+    exc = task.exception()
+    if exc is not None:
+        raise _run_error(exc)
+    result: PaCoReResult = task.result()["result"]
+    return completion_body(run, result, id_=id_)
+
+
+async def _stream(
+    state: ServeState, graph: Any, run: RunRequest, inputs: dict[str, Any]
+) -> AsyncIterator[bytes]:
+    """The SSE body: progress as reasoning, then the answer, usage and [DONE]."""
+    chunks = StreamChunks(id=completion_id(), model=run.model)
+    translator = ProgressTranslator(schedule=(*run.rounds, 1))
+    queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+
+    async def pump() -> None:
+        try:
+            async for mode, payload in graph.astream(inputs, stream_mode=_STREAM_MODES):
+                queue.put_nowait(("item", (mode, payload)))
+            queue.put_nowait(("end", None))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            queue.put_nowait(("error", exc))
+
+    task = asyncio.ensure_future(pump())
+    finished = False
+    try:
+        yield sse(chunks.chunk({"role": "assistant", "content": ""}))
+        while True:
+            kind, payload = await queue.get()
+            if kind == "item":
+                for delta in translator.feed(*payload):
+                    yield sse(chunks.chunk(delta))
+                continue
+            if kind == "error":
+                err = _run_error(payload)
+                yield sse(error_body(err.status, err.message, code=err.code))
+                yield sse_done()
+                finished = True
+                return
+            break
+        result = translator.result
+        if result is None:
+            err = APIError(500, "the run ended without a result", code="internal_error")
+            yield sse(error_body(err.status, err.message, code=err.code))
+            yield sse_done()
+            finished = True
+            return
+        if not translator.streamed_content:
+            yield sse(chunks.chunk({"content": result.answer}))
+        yield sse(chunks.chunk({}, finish_reason=result.final.finish_reason or "stop"))
+        if run.include_usage:
+            yield sse(chunks.usage(usage_body(result)))
+        yield sse_done()
+        finished = True
+    finally:
+        if not task.done():
+            task.cancel()
+            if not finished:
+                state.runs_cancelled += 1
+        await asyncio.gather(task, return_exceptions=True)

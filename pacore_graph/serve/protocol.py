@@ -1,0 +1,276 @@
+"""The chat-completions request the server accepts, and the answers it builds.
+
+A request field either maps to a PaCoRe setting and is honoured, or is refused
+with a 400 that names it: silently ignoring ``tools`` or ``n=4`` would hand a
+client something other than what it asked for. Fields sent with their neutral
+value (``n: 1``, ``logprobs: false``, ``stop: null`` ...) are accepted, since
+some clients always send them.
+
+``max_tokens`` (or ``max_completion_tokens``), ``temperature``, ``top_p`` and
+``seed`` apply to every explorer call of the run (explorer i of round r gets
+``seed + 1000*r + i``). PaCoRe's own settings come through the ``openai``
+SDK's ``extra_body``: ``rounds`` (``[8, 2]`` or ``"8,2"``, overriding the
+model name's widths) and ``compactor`` (``conclusion``, ``answer`` or
+``budget:N``; user modules are not importable from a request).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from pacore_graph.compaction import compactor_from_name
+from pacore_graph.config import PaCoReConfig, SamplingParams
+from pacore_graph.graph import normalize_conversation
+from pacore_graph.records import PaCoReResult
+from pacore_graph.serve.errors import APIError
+from pacore_graph.serve.model_names import parse_model_name
+
+__all__ = [
+    "RunRequest",
+    "completion_body",
+    "completion_id",
+    "parse_request",
+    "usage_body",
+]
+
+_HONOURED = frozenset(
+    {
+        "model",
+        "messages",
+        "temperature",
+        "top_p",
+        "max_tokens",
+        "max_completion_tokens",
+        "seed",
+        "stream",
+        "stream_options",
+        "rounds",
+        "compactor",
+        "user",
+        "n",
+    }
+)
+#: Fields accepted only with these neutral values.
+_NEUTRAL: dict[str, tuple[Any, ...]] = {
+    "logprobs": (None, False),
+    "top_logprobs": (None, 0),
+    "stop": (None, [], ""),
+    "tools": (None, []),
+    "tool_choice": (None, "none", "auto"),
+    "functions": (None, []),
+    "function_call": (None, "none", "auto"),
+    "parallel_tool_calls": (None, True, False),
+    "presence_penalty": (None, 0, 0.0),
+    "frequency_penalty": (None, 0, 0.0),
+    "logit_bias": (None, {}),
+    "response_format": (None, {"type": "text"}),
+    "metadata": (None,),
+    "store": (None, False),
+    "service_tier": (None, "auto", "default"),
+}
+_BUILTIN_COMPACTORS = ("conclusion", "answer")
+
+
+@dataclass(frozen=True, slots=True)
+class RunRequest:
+    """A validated request: what to run and how to answer."""
+
+    model: str
+    messages: tuple[dict[str, Any], ...]
+    rounds: tuple[int, ...]
+    compactor: str
+    sampling: SamplingParams
+    stream: bool
+    include_usage: bool
+
+    def graph_key(self) -> tuple[Any, ...]:
+        """Requests with equal keys share one compiled graph."""
+        return (self.rounds, self.compactor, self.sampling.model_dump_json())
+
+
+def _bad(message: str, param: str | None = None) -> APIError:
+    return APIError(400, message, param=param)
+
+
+def _number(body: Mapping[str, Any], key: str, kind: type) -> Any:
+    value = body.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float) if kind is float else int):
+        raise _bad(f"'{key}' must be {'a number' if kind is float else 'an integer'}", key)
+    return value
+
+
+def _rounds(value: Any) -> tuple[int, ...]:
+    if isinstance(value, str):
+        parts = [p.strip() for p in value.split(",") if p.strip()]
+        if not all(p.isdigit() for p in parts):
+            raise _bad("'rounds' must be round widths such as [8, 2] or \"8,2\"", "rounds")
+        value = [int(p) for p in parts]
+    try:
+        return PaCoReConfig(rounds=value).rounds
+    except ValidationError as exc:
+        raise _bad(f"'rounds': {exc.errors()[0]['msg']}", "rounds") from None
+
+
+def _compactor(value: Any) -> str:
+    if not isinstance(value, str):
+        raise _bad("'compactor' must be a string: conclusion, answer or budget:N", "compactor")
+    name = value.strip()
+    if name not in _BUILTIN_COMPACTORS and not name.startswith("budget:"):
+        raise _bad(
+            f"'compactor' {value!r} is not served; choose conclusion, answer or budget:N",
+            "compactor",
+        )
+    try:
+        compactor_from_name(name)
+    except ValueError as exc:
+        raise _bad(str(exc), "compactor") from None
+    return name
+
+
+def parse_request(
+    body: Any, *, default_sampling: SamplingParams, default_compactor: str
+) -> RunRequest:
+    """Validate a decoded JSON body; :class:`APIError` (400) names the first problem."""
+    if not isinstance(body, dict):
+        raise _bad("the request body must be a JSON object")
+    for key, value in body.items():
+        if key in _HONOURED:
+            continue
+        if key in _NEUTRAL:
+            if value in _NEUTRAL[key]:
+                continue
+            raise _bad(f"'{key}' is not supported by PaCoRe serving (got {value!r})", key)
+        raise _bad(f"unknown or unsupported field '{key}'", key)
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise _bad(
+            "'model' is required: pacore-low, pacore-medium, pacore-high or pacore:K,..", "model"
+        )
+    try:
+        rounds = parse_model_name(model)
+    except ValueError as exc:
+        raise APIError(404, str(exc), param="model", code="model_not_found") from None
+    if body.get("rounds") is not None:
+        rounds = _rounds(body["rounds"])
+    n = body.get("n")
+    if n is not None and n != 1:
+        raise _bad("'n' must be 1: PaCoRe returns one synthesised answer per request", "n")
+    raw_messages = body.get("messages")
+    if not isinstance(raw_messages, list) or not raw_messages:
+        raise _bad("'messages' must be a non-empty list of chat messages", "messages")
+    if not all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in raw_messages):
+        raise _bad("each message must be an object with a 'role'", "messages")
+    try:
+        messages = normalize_conversation(raw_messages)
+    except (ValueError, TypeError, NotImplementedError) as exc:
+        raise _bad(f"'messages': {exc}", "messages") from None
+    stream = body.get("stream")
+    if stream is not None and not isinstance(stream, bool):
+        raise _bad("'stream' must be true or false", "stream")
+    options = body.get("stream_options")
+    if options is not None and not isinstance(options, dict):
+        raise _bad("'stream_options' must be an object", "stream_options")
+    unknown = set(options or {}) - {"include_usage", "continuous_usage_stats"}
+    if unknown:
+        raise _bad(f"unsupported stream_options {sorted(unknown)}", "stream_options")
+    include_usage = bool((options or {}).get("include_usage"))
+    if options is not None and not stream:
+        raise _bad("'stream_options' is only allowed with stream: true", "stream_options")
+
+    sampling: dict[str, Any] = default_sampling.model_dump()
+    for key, kind in (("temperature", float), ("top_p", float), ("seed", int)):
+        value = _number(body, key, kind)
+        if value is not None:
+            sampling[key] = value
+    max_tokens = _number(body, "max_completion_tokens", int)
+    if max_tokens is None:
+        max_tokens = _number(body, "max_tokens", int)
+    if max_tokens is not None:
+        sampling["max_tokens"] = max_tokens
+    try:
+        params = SamplingParams(**sampling)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise _bad(f"'{where}': {err['msg']}", where) from None
+    compactor = default_compactor
+    if body.get("compactor") is not None:
+        compactor = _compactor(body["compactor"])
+    return RunRequest(
+        model=model,
+        messages=tuple(messages),
+        rounds=rounds,
+        compactor=compactor,
+        sampling=params,
+        stream=bool(stream),
+        include_usage=include_usage,
+    )
+
+
+def completion_id() -> str:
+    return f"chatcmpl-{uuid.uuid4().hex}"
+
+
+def usage_body(result: PaCoReResult) -> dict[str, Any]:
+    """Usage as effective test-time compute, with a per-round breakdown in ``rounds``."""
+    per_round = []
+    for r, trajectories in enumerate(result.rounds):
+        per_round.append(
+            {
+                "round": r,
+                "width": len(trajectories),
+                "prompt_tokens": sum(t.prompt_tokens for t in trajectories),
+                "completion_tokens": sum(t.completion_tokens for t in trajectories),
+                "failures": sum(t.failed for t in trajectories),
+            }
+        )
+    prompt = sum(r["prompt_tokens"] for r in per_round)
+    completion = sum(r["completion_tokens"] for r in per_round)
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "rounds": per_round,
+    }
+
+
+def completion_body(
+    request: RunRequest, result: PaCoReResult, *, id_: str, created: int | None = None
+) -> dict[str, Any]:
+    """The ``chat.completion`` object for a finished run."""
+    message: dict[str, Any] = {"role": "assistant", "content": result.answer}
+    if result.reasoning:
+        message["reasoning_content"] = result.reasoning
+    return {
+        "id": id_,
+        "object": "chat.completion",
+        "created": created if created is not None else int(time.time()),
+        "model": request.model,
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "logprobs": None,
+                "finish_reason": result.final.finish_reason or "stop",
+            }
+        ],
+        "usage": usage_body(result),
+    }
+
+
+def listed_models(created: int, names: Sequence[str]) -> dict[str, Any]:
+    return {
+        "object": "list",
+        "data": [
+            {"id": name, "object": "model", "created": created, "owned_by": "pacore"}
+            for name in names
+        ],
+    }

@@ -1,0 +1,204 @@
+"""Server-Sent Events in OpenAI's ``chat.completion.chunk`` format.
+
+While the rounds run, their progress goes out as ``reasoning_content``
+deltas (reasoning-model clients show it as thinking); then the answer goes
+out as ``content`` deltas, and ``stream_options.include_usage`` adds a last
+chunk with the run's usage before ``data: [DONE]``.
+
+:class:`ProgressTranslator` reads the graph's ``astream`` items. It takes the
+graph's custom progress events (``round_started``, ``explorer_finished``,
+``round_compacted``) and its ``messages`` token chunks of the final round
+when the graph emits them, and otherwise derives the same progress from the
+node updates (``round``, ``explore``, ``compact``, ``finalize``), so the
+server works with graphs that do not emit custom events. When the final
+round's tokens were not streamed, the answer is sent as one ``content``
+delta once the run is done.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pacore_graph.records import PaCoReResult, Trajectory
+
+__all__ = ["ProgressTranslator", "StreamChunks", "sse", "sse_done"]
+
+
+def sse(data: Mapping[str, Any]) -> bytes:
+    """One SSE event: ``data: {...}`` and a blank line."""
+    return (
+        b"data: " + json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode() + b"\n\n"
+    )
+
+
+def sse_done() -> bytes:
+    return b"data: [DONE]\n\n"
+
+
+@dataclass(slots=True)
+class StreamChunks:
+    """Builds the chunks of one streamed completion (shared id, created, model)."""
+
+    id: str
+    model: str
+    created: int = field(default_factory=lambda: int(time.time()))
+
+    def chunk(self, delta: Mapping[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "choices": [
+                {"index": 0, "delta": dict(delta), "logprobs": None, "finish_reason": finish_reason}
+            ],
+        }
+
+    def usage(self, usage: Mapping[str, Any]) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "choices": [],
+            "usage": dict(usage),
+        }
+
+
+@dataclass(slots=True)
+class ProgressTranslator:
+    """Turns ``graph.astream(..., stream_mode=[...])`` items into delta dicts.
+
+    Feed each ``(mode, payload)`` item to :meth:`feed`; it yields deltas
+    (``{"reasoning_content": ...}`` or ``{"content": ...}``). ``result`` is the
+    run's record once the ``finalize`` update has gone by.
+    """
+
+    schedule: tuple[int, ...]
+    result: PaCoReResult | None = None
+    streamed_content: bool = False
+    _custom: bool = False
+    _round: int = -1
+    _done_in_round: int = 0
+
+    @property
+    def final_round(self) -> int:
+        return len(self.schedule) - 1
+
+    def feed(self, mode: str, payload: Any) -> Iterator[dict[str, Any]]:
+        if mode == "custom" and isinstance(payload, Mapping) and "event" in payload:
+            self._custom = True
+            yield from self._event(payload)
+        elif mode == "messages":
+            yield from self._token(payload)
+        elif mode == "updates" and isinstance(payload, Mapping):
+            for node, update in payload.items():
+                if isinstance(update, Mapping):
+                    yield from self._update(str(node), update)
+
+    # -- custom events (the graph's own progress) --------------------------------
+
+    def _event(self, event: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+        kind = event.get("event")
+        if kind == "round_started":
+            yield from self._round_started(int(event.get("round", self._round + 1)))
+        elif kind == "explorer_finished":
+            yield from self._explorer_finished(
+                int(event.get("round", self._round)),
+                int(event.get("index", 0)),
+                int(event.get("completion_tokens") or 0),
+                event.get("error"),
+            )
+        elif kind == "round_compacted":
+            yield from self._compacted(
+                int(event.get("round", self._round)),
+                len(event.get("messages") or ()),
+                int(event.get("failures") or 0),
+                int(event.get("completion_tokens") or 0),
+            )
+
+    def _token(self, payload: Any) -> Iterator[dict[str, Any]]:
+        if self._round != self.final_round:
+            return
+        try:
+            message, _metadata = payload
+        except (TypeError, ValueError):
+            return
+        content = getattr(message, "content", None)
+        extra = getattr(message, "additional_kwargs", None) or {}
+        reasoning = extra.get("reasoning_content") or extra.get("reasoning")
+        if isinstance(reasoning, str) and reasoning:
+            yield {"reasoning_content": reasoning}
+        if isinstance(content, str) and content:
+            self.streamed_content = True
+            yield {"content": content}
+
+    # -- node updates (any graph built by build_pacore_graph) ---------------------
+
+    def _update(self, node: str, update: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+        result = update.get("result")
+        if isinstance(result, PaCoReResult):
+            self.result = result
+            return
+        if self._custom:
+            return
+        if node == "round":
+            yield from self._round_started(self._round + 1)
+        elif node == "explore":
+            for t in update.get("pending") or ():
+                if isinstance(t, Trajectory):
+                    yield from self._explorer_finished(
+                        t.round, t.index, t.completion_tokens, t.error
+                    )
+        elif node == "compact":
+            rounds = update.get("rounds") or ()
+            if rounds:
+                last = rounds[-1]
+                yield from self._compacted(
+                    len(rounds) - 1,
+                    sum(1 for t in last if not t.failed),
+                    sum(1 for t in last if t.failed),
+                    sum(t.completion_tokens for t in last),
+                )
+
+    # -- the text clients see ----------------------------------------------------
+
+    def _round_started(self, r: int) -> Iterator[dict[str, Any]]:
+        self._round, self._done_in_round = r, 0
+        total = len(self.schedule)
+        width = self.schedule[r] if 0 <= r < total else 0
+        if r == self.final_round:
+            text = f"Round {r + 1}/{total}: synthesising the answer.\n"
+        else:
+            text = f"Round {r + 1}/{total}: {width} parallel explorers.\n"
+        yield {"reasoning_content": text}
+
+    def _explorer_finished(
+        self, r: int, index: int, tokens: int, error: Any
+    ) -> Iterator[dict[str, Any]]:
+        if r == self.final_round:
+            return
+        self._done_in_round += 1
+        width = self.schedule[r] if 0 <= r < len(self.schedule) else 0
+        status = f"failed ({str(error)[:120]})" if error else f"{tokens} tokens"
+        yield {
+            "reasoning_content": (
+                f"  explorer {index + 1} done [{self._done_in_round}/{width}]: {status}\n"
+            )
+        }
+
+    def _compacted(
+        self, r: int, messages: int, failures: int, tokens: int
+    ) -> Iterator[dict[str, Any]]:
+        if r == self.final_round:
+            return
+        yield {
+            "reasoning_content": (
+                f"Round {r + 1} done: {messages} messages for the next round, "
+                f"{failures} failed, {tokens} tokens.\n"
+            )
+        }

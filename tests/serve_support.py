@@ -1,0 +1,57 @@
+"""``pacore serve``'s app under a real uvicorn in a background thread, for tests.
+
+The thread has its own event loop, so sync clients (the ``openai`` SDK,
+``ChatOpenAI``) and async ones (in pytest's loop) both talk to it over real
+HTTP on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import uvicorn
+
+from pacore_graph.serve import ServeSettings, ServeState, create_app
+
+
+@dataclass
+class RunningServe:
+    base_url: str
+    state: ServeState
+    server: uvicorn.Server
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def running_serve(settings: ServeSettings, **app_kwargs: Any) -> Iterator[RunningServe]:
+    app = create_app(settings, **app_kwargs)
+    port = free_port()
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, log_level="warning", lifespan="on", access_log=False
+    )
+    server = uvicorn.Server(config)
+    # uvicorn leaves signals alone off the main thread; should_exit stops it.
+    thread = threading.Thread(target=lambda: asyncio.run(server.serve()), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("pacore serve did not start")
+        time.sleep(0.01)
+    try:
+        yield RunningServe(f"http://127.0.0.1:{port}/v1", app.state.pacore, server)
+    finally:
+        server.should_exit = True
+        thread.join(15)
