@@ -196,12 +196,6 @@ class PaCoReResult:
     def truncations(self) -> int:
         return sum(t.truncated for t in self.trajectories)
 
-    def message_graph(self, ground_truth: Any = None) -> Any:
-        """The run's message-passing DAG as a ``networkx.DiGraph`` (see ``message_graph.py``)."""
-        from pacore_graph.message_graph import message_graph
-
-        return message_graph(self, ground_truth=ground_truth)
-
     def to_dict(self) -> dict[str, Any]:
         """The JSON object ``pacore run --json`` prints."""
         return {

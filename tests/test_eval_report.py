@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
-from pacore_graph.eval.plot import plot_scaling
+from pacore_graph.eval.plot import plot_scaling, scaling_figure
 from pacore_graph.eval.report import (
     MethodStats,
+    dataset_label,
     mean_interval,
     report_json,
     report_markdown,
@@ -378,3 +379,47 @@ def test_plot_single_ttc_has_a_visible_x_range(
     (lo, hi), (zlo, zhi) = seen
     assert lo < 50 < hi
     assert zlo < 1.0 < zhi  # TTC 0 drawn at 1 on the log axis
+
+
+def test_the_legend_draws_a_line_only_for_families_with_several_points(
+    stats: dict[str, MethodStats],
+) -> None:
+    """A family of one method is a point: its legend entry must not promise a line."""
+    more = dict(stats)
+    more["pacore:medium"] = dataclasses.replace(
+        stats[P], method="pacore:medium", accuracy=0.8, ci95=(0.5, 0.95), mean_ttc=4000.0
+    )
+    fig = scaling_figure(more)
+    ax = fig.axes[0]
+    families = {s.family: 0 for s in more.values()}
+    for s in more.values():
+        families[s.family] += 1
+    handles, labels = ax.get_legend_handles_labels()
+    styles = {
+        label: handle.lines[0].get_linestyle()
+        for handle, label in zip(handles, labels, strict=True)
+    }
+    assert set(styles) == set(families)
+    for family, count in families.items():
+        drawn = styles[family] not in ("None", "none", "", " ")
+        assert drawn == (count > 1), (family, count, styles[family])
+    assert any(count > 1 for count in families.values())
+    assert any(count == 1 for count in families.values())
+
+
+def test_dataset_label_keeps_no_path_of_the_machine(tmp_path: Path) -> None:
+    assert dataset_label("easy100.jsonl") == "easy100.jsonl"  # as typed: relative
+    assert dataset_label("data/easy.jsonl") == "data/easy.jsonl"
+    assert dataset_label(tmp_path / "sub" / "easy.jsonl", cwd=tmp_path) == "sub/easy.jsonl"
+    assert dataset_label("/tmp/realeval/easy100.jsonl", cwd=tmp_path) == "easy100.jsonl"
+
+
+def test_report_markdown_names_the_dataset_without_a_temporary_path(
+    stats: dict[str, MethodStats],
+) -> None:
+    meta = {**META, "dataset": "/tmp/realeval/easy100.jsonl"}
+    md = report_markdown(stats, meta=meta)
+    assert "- **dataset**: easy100.jsonl" in md.splitlines()
+    assert "/tmp/" not in md
+    # report.json is for programs: it keeps the path as it was given.
+    assert report_json(stats, meta=meta)["dataset"] == "/tmp/realeval/easy100.jsonl"

@@ -6,7 +6,10 @@ reaches for the same tokens. So the picture puts every method at its mean
 effective TTC per run (log x, since presets differ by multiples) and its
 accuracy, and connects the methods of one family (``pacore:low`` ->
 ``pacore:medium`` -> ``pacore:high``; ``majority:4`` -> ``majority:16``), one
-line each, so the families' curves can be compared at matched compute.
+line each, so the families' curves can be compared at matched compute. A
+family with one method is a point, not a curve: it is drawn, and listed in the
+legend, as a marker with its error bar and no line, so the legend promises
+only lines that are there.
 
 matplotlib is an optional dependency (the ``eval`` extra) and is imported only
 when a plot is drawn. The figure is drawn on its own Agg canvas, never through
@@ -25,8 +28,9 @@ from pacore_graph.eval.report import MethodStats
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
-__all__ = ["MIN_PLOT_TTC", "plot_scaling"]
+__all__ = ["MIN_PLOT_TTC", "plot_scaling", "scaling_figure"]
 
 MIN_PLOT_TTC = 1.0
 """Where a method with zero effective TTC (every run failed before a token) is
@@ -58,6 +62,8 @@ def _draw(ax: Axes, stats: Mapping[str, MethodStats]) -> None:
             yerr=[below, above],
             label=family,
             color=color,
+            # One point has no line to draw; a line style would put one in the legend.
+            linestyle="-" if len(members) > 1 else "none",
             marker=_MARKERS[index % len(_MARKERS)],
             markersize=7,
             linewidth=1.8,
@@ -82,15 +88,8 @@ def _draw(ax: Axes, stats: Mapping[str, MethodStats]) -> None:
     ax.set_xlim(min(every_x) / 1.6, max(every_x) * 2.0)
 
 
-def plot_scaling(stats: Mapping[str, MethodStats], path: Path, *, title: str | None = None) -> Path:
-    """Draw accuracy (%) against mean effective TTC (log) to ``path``; return ``path``.
-
-    One line per method family, points sorted by TTC, error bars from each
-    method's ``ci95``, every point labelled with its method spec. The format
-    follows the suffix (``.png`` by default in ``pacore eval``). A TTC of 0
-    is drawn at :data:`MIN_PLOT_TTC`; empty ``stats`` still writes a figure
-    saying there are no results, so an eval whose every method produced
-    nothing ends with a file rather than a traceback.
+def scaling_figure(stats: Mapping[str, MethodStats], *, title: str | None = None) -> Figure:
+    """The scaling plot as a matplotlib ``Figure`` on its own Agg canvas (what gets saved).
 
     Raises ``ImportError`` naming the ``eval`` extra when matplotlib is missing.
     """
@@ -102,8 +101,6 @@ def plot_scaling(stats: Mapping[str, MethodStats], path: Path, *, title: str | N
             f"the scaling plot needs matplotlib, which is not installed: {_INSTALL_HINT}"
         ) from exc
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     fig = Figure(figsize=(8.0, 5.0), dpi=120)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
@@ -122,5 +119,24 @@ def plot_scaling(stats: Mapping[str, MethodStats], path: Path, *, title: str | N
     ax.grid(True, which="major", alpha=0.4)
     ax.grid(True, which="minor", alpha=0.15)
     fig.tight_layout()
+    return fig
+
+
+def plot_scaling(stats: Mapping[str, MethodStats], path: Path, *, title: str | None = None) -> Path:
+    """Draw accuracy (%) against mean effective TTC (log) to ``path``; return ``path``.
+
+    One line per method family with more than one method (a lone method is a
+    marker), points sorted by TTC, error bars from each method's ``ci95``,
+    every point labelled with its method spec. The format follows the suffix
+    (``.png`` by default in ``pacore eval``). A TTC of 0 is drawn at
+    :data:`MIN_PLOT_TTC`; empty ``stats`` still writes a figure saying there
+    are no results, so an eval whose every method produced nothing ends with
+    a file rather than a traceback.
+
+    Raises ``ImportError`` naming the ``eval`` extra when matplotlib is missing.
+    """
+    fig = scaling_figure(stats, title=title)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
     return path

@@ -27,6 +27,7 @@ from pacore_graph.atomic import write_text_atomic
 __all__ = [
     "CI_Z",
     "MethodStats",
+    "dataset_label",
     "mean_interval",
     "report_json",
     "report_markdown",
@@ -262,8 +263,29 @@ def _percent(value: float) -> str:
     return f"{100.0 * value:.1f}"
 
 
+def dataset_label(path: str | Path, *, cwd: str | Path | None = None) -> str:
+    """How a report names its dataset: a path that means the same on another machine.
+
+    ``report.md`` is committed and shared, so an absolute path of the machine it
+    was made on (``/tmp/realeval/easy100.jsonl``) tells a reader nothing and
+    leaks a home directory. A path inside the working directory is written
+    relative to it; any other path is reduced to its file name.
+    """
+    given = Path(path)
+    if not given.is_absolute():
+        return given.as_posix()
+    base = Path(cwd) if cwd is not None else Path.cwd()
+    try:
+        return given.relative_to(base.resolve()).as_posix()
+    except ValueError:
+        return given.name
+
+
 def report_markdown(stats: Mapping[str, MethodStats], *, meta: Mapping[str, Any]) -> str:
     """``report.md``: a title, ``meta`` as a list, one table row per method.
+
+    The dataset is named by :func:`dataset_label` (``report.json`` keeps the
+    path as given): the Markdown is what gets pasted and committed.
 
     Accuracy is a percentage with one decimal and its 95% interval; failures
     count whole runs that errored, with the failed trajectories (of all runs)
@@ -273,7 +295,8 @@ def report_markdown(stats: Mapping[str, MethodStats], *, meta: Mapping[str, Any]
     pasted elsewhere.
     """
     out = ["# Evaluation report", ""]
-    out += [f"- **{_cell(str(k))}**: {_cell(_meta_value(v))}" for k, v in meta.items()]
+    shown = {**meta, **({"dataset": dataset_label(meta["dataset"])} if meta.get("dataset") else {})}
+    out += [f"- **{_cell(str(k))}**: {_cell(_meta_value(v))}" for k, v in shown.items()]
     if meta:
         out.append("")
     out += [

@@ -1,0 +1,121 @@
+"""Finding one run in a ``results.jsonl`` of ``pacore run`` or ``pacore eval``.
+
+A thin lookup over the lines :func:`pacore_graph.jsonl.iter_objects` reads
+(the one reader of result files, with its one policy: a line an interruption
+cut is skipped). It tells a run line from an eval line and picks the last
+successful run of a problem; when the project's results-file model lands,
+these few functions become calls to it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from pacore_graph.errors import PaCoReError
+from pacore_graph.jsonl import iter_objects
+from pacore_graph.records import PaCoReResult
+
+__all__ = ["ResultLookupError", "load_result"]
+
+
+class ResultLookupError(PaCoReError, LookupError):
+    """The requested run is not in the results file, is ambiguous, or failed."""
+
+
+def _few(ids: list[str], limit: int = 8) -> str:
+    unique = list(dict.fromkeys(ids))
+    shown = ", ".join(repr(i) for i in unique[:limit])
+    more = f" and {len(unique) - limit} more" if len(unique) > limit else ""
+    return (shown + more) if unique else "none"
+
+
+def _is_eval_line(line: Mapping[str, Any]) -> bool:
+    return "method" in line and "sample" in line
+
+
+def _run_line_ids(line: Mapping[str, Any]) -> set[str]:
+    return {str(line[k]) for k in ("request_id", "id", "problem_id") if line.get(k) is not None}
+
+
+def _pick(
+    lines: list[dict[str, Any]], what: str, rounds_of: Callable[[dict[str, Any]], Any]
+) -> tuple[PaCoReResult, dict[str, Any]]:
+    """The last successful line of ``lines`` (a re-run appends after a failure)."""
+    good = [line for line in lines if not line.get("error")]
+    if not good:
+        raise ResultLookupError(f"the run of {what} failed: {lines[-1]['error']}")
+    line = good[-1]
+    data = rounds_of(line)
+    if not isinstance(data, Mapping) or "rounds" not in data:
+        raise ResultLookupError(f"the line of {what} has no 'rounds' record to draw")
+    return PaCoReResult.from_dict(data), line
+
+
+def load_result(
+    path: Path, problem_id: str, *, method: str | None = None, sample: int = 0
+) -> tuple[PaCoReResult, Any]:
+    """Find one run in a results file; return its result and its ground truth (or None).
+
+    Reads both shapes: ``pacore run`` output (the problem is matched by
+    ``request_id``, ``id`` or ``problem_id``) and ``pacore eval`` output
+    (matched by ``problem_id`` and ``sample``, and by ``method`` when given;
+    ``method`` is required when the problem was run by several methods).
+    When a problem has several lines (a failed run retried), the last
+    successful one is used.
+
+    Raises ``FileNotFoundError`` when the file is missing and
+    :class:`ResultLookupError` (naming what is available) when the run is not
+    there, is ambiguous, or failed.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no results file at {path}")
+    problem_id = str(problem_id)
+    lines = list(iter_objects(path))
+    if not lines:
+        raise ResultLookupError(f"{path} holds no result lines")
+    runs = [line for line in lines if not _is_eval_line(line)]
+    evals = [line for line in lines if _is_eval_line(line)]
+
+    matches = [line for line in runs if problem_id in _run_line_ids(line)]
+    if matches:
+        result, line = _pick(matches, repr(problem_id), lambda line: line)
+        if result.problem_id is None:
+            result = dataclasses.replace(result, problem_id=problem_id)
+        return result, line.get("ground_truth")
+
+    for_problem = [line for line in evals if str(line.get("problem_id")) == problem_id]
+    if not for_problem:
+        available = [str(line.get("request_id", line.get("id"))) for line in runs]
+        available += [str(line.get("problem_id")) for line in evals]
+        raise ResultLookupError(
+            f"no run of problem {problem_id!r} in {path}; available ids: {_few(available)}"
+        )
+    methods = list(dict.fromkeys(str(line["method"]) for line in for_problem))
+    if method is not None:
+        if method not in methods:
+            raise ResultLookupError(
+                f"problem {problem_id!r} has no run of method {method!r} in {path}; "
+                f"its methods: {', '.join(methods)}"
+            )
+        for_problem = [line for line in for_problem if line["method"] == method]
+    elif len(methods) > 1:
+        raise ResultLookupError(
+            f"problem {problem_id!r} was run by several methods in {path}: "
+            f"{', '.join(methods)}; choose one with method=..."
+        )
+    chosen = [line for line in for_problem if int(line.get("sample", 0)) == sample]
+    if not chosen:
+        samples = sorted({int(line.get("sample", 0)) for line in for_problem})
+        raise ResultLookupError(
+            f"problem {problem_id!r} ({for_problem[0]['method']}) has no sample {sample}; "
+            f"its samples: {', '.join(map(str, samples))}"
+        )
+    what = f"{problem_id!r} ({chosen[0]['method']}, sample {sample})"
+    result, line = _pick(chosen, what, lambda line: line.get("result"))
+    if result.problem_id is None:
+        result = dataclasses.replace(result, problem_id=problem_id)
+    return result, line.get("ground_truth")
