@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pacore_graph.errors import PaCoReError
+from pacore_graph.filenames import EVAL_CHECKPOINT_FILE, RUN_CHECKPOINT_SUFFIX
 from pacore_graph.presets import PRESETS
 from pacore_graph.telemetry import TRACE_KINDS
 
@@ -116,6 +117,15 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
+def _add_checkpoint_arg(p: argparse.ArgumentParser, default: str) -> None:
+    p.add_argument(
+        "--checkpoint",
+        metavar="URL|none",
+        help=f"where unfinished runs are checkpointed so a killed run resumes (default: SQLite "
+        f"file {default}); postgresql://... for Postgres, sqlite:///path, memory, or none",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pacore", description="PaCoRe parallel coordinated reasoning on LangGraph."
@@ -133,6 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--input", type=Path, help="JSONL dataset of {id, messages, ground_truth?}")
     run.add_argument("--output", type=Path, help="results JSONL (resumed when it exists)")
     run.add_argument("--template", type=Path, help="Jinja2 file replacing the synthesis prompt")
+    _add_checkpoint_arg(run, "OUTPUT" + RUN_CHECKPOINT_SUFFIX)
     _add_model_args(run)
 
     ev = sub.add_parser("eval", help="compare PaCoRe with baselines at matched compute")
@@ -146,6 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--out", type=Path, required=True, help="output directory (resumable)")
     ev.add_argument("--grader", help="math | exact | numeric | choice | module:function")
     ev.add_argument("--limit", type=int, help="only the first N problems of the dataset")
+    _add_checkpoint_arg(ev, "DIR/" + EVAL_CHECKPOINT_FILE)
     _add_model_args(ev)
 
     swe = sub.add_parser("swe", help="fix an issue in a repository with parallel tool explorers")
@@ -452,13 +464,15 @@ async def _run_with(
                 return 0
             from pacore_graph.runner import run_dataset
 
-            summary = await run_dataset(
-                graph,
-                records,
-                args.output,
-                progress=not args.no_progress,
-                max_problems_in_flight=max(config.max_concurrency, 1),
-            )
+            async with _checkpointer(args.checkpoint, args.output) as saver:
+                summary = await run_dataset(
+                    graph,
+                    records,
+                    args.output,
+                    progress=not args.no_progress,
+                    max_problems_in_flight=max(config.max_concurrency, 1),
+                    checkpointer=saver,
+                )
             report = {
                 "output": str(args.output),
                 "problems": summary.total,
@@ -478,6 +492,22 @@ async def _run_with(
             aclose = getattr(client, "aclose", None)
             if aclose is not None:
                 await aclose()
+
+
+@contextlib.asynccontextmanager
+async def _checkpointer(
+    spec: str | None, output: Path, *, eval_dir: bool = False
+) -> AsyncIterator[Any]:
+    """The ``--checkpoint`` saver for the block; a UsageError when it cannot be opened."""
+    from pacore_graph.checkpoint import default_checkpoint_path, open_checkpointer
+
+    default = default_checkpoint_path(output, eval_dir=eval_dir)
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            saver = await stack.enter_async_context(open_checkpointer(spec, default))
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        yield saver
 
 
 def _prepare(args: argparse.Namespace) -> tuple[PaCoReConfig, Any]:
@@ -527,19 +557,21 @@ async def _eval(args: argparse.Namespace) -> int:
         client = _client(args, endpoint, config)
         try:
             with _tracing(args) as trace_options:
-                outcome = await run_eval(
-                    records,
-                    methods,
-                    client,
-                    config=config,
-                    out_dir=args.out,
-                    samples=args.samples,
-                    grader=grader,
-                    compactor=compactor,
-                    progress=not args.no_progress,
-                    meta={"dataset": str(args.dataset)},
-                    tracing=trace_options,
-                )
+                async with _checkpointer(args.checkpoint, args.out, eval_dir=True) as saver:
+                    outcome = await run_eval(
+                        records,
+                        methods,
+                        client,
+                        config=config,
+                        out_dir=args.out,
+                        samples=args.samples,
+                        grader=grader,
+                        compactor=compactor,
+                        progress=not args.no_progress,
+                        meta={"dataset": str(args.dataset)},
+                        tracing=trace_options,
+                        checkpointer=saver,
+                    )
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         finally:

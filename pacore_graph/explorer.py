@@ -63,6 +63,13 @@ class ExploreTask:
     stream: bool = False
     """The final K=1 round: its tokens stream when a ``messages`` stream listens."""
 
+    def __post_init__(self) -> None:
+        # A checkpointed Send comes back with lists (msgpack); keep the tuples.
+        if type(self.messages) is not tuple:
+            object.__setattr__(self, "messages", tuple(self.messages))
+        if type(self.references) is not tuple:
+            object.__setattr__(self, "references", tuple(self.references))
+
     @property
     def group(self) -> tuple[str, int]:
         """Explorers of one round share a prompt, and so a batch."""

@@ -32,6 +32,7 @@ from langgraph.graph.state import CompiledStateGraph
 
 from pacore_graph.aggregation import Aggregator
 from pacore_graph.batching import SampleBatcher
+from pacore_graph.checkpoint import with_pacore_types
 from pacore_graph.client import ChatClient
 from pacore_graph.compaction import Compactor, compactor_from_name
 from pacore_graph.config import PaCoReConfig
@@ -75,6 +76,7 @@ def build_pacore_graph(
     aggregator: Aggregator | None = None,
     tracing: TraceOptions | bool | None = None,
     name: str = "pacore",
+    checkpointer: Any = None,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Build and compile the PaCoRe graph.
 
@@ -92,6 +94,13 @@ def build_pacore_graph(
     ``tracing`` controls OpenTelemetry spans (see :mod:`pacore_graph.tracing`):
     by default the global tracer provider is used, which is a no-op until the
     user configures one; ``False`` turns span creation off entirely.
+
+    ``checkpointer`` is any LangGraph saver (``InMemorySaver``, the SQLite or
+    Postgres saver); PaCoRe's record types are registered with its
+    serializer (:mod:`pacore_graph.checkpoint`). Leave it ``None`` when the
+    graph is a node of a checkpointed parent graph: it then checkpoints into
+    the parent's saver (register the types there with
+    :func:`~pacore_graph.checkpoint.pacore_serde`).
     """
     cfg = (
         PaCoReConfig.model_validate(config or {})
@@ -144,7 +153,7 @@ def build_pacore_graph(
     builder.add_edge("explore", "compact")
     builder.add_conditional_edges("compact", nodes.route, ["round", "finalize"])
     builder.add_edge("finalize", END)
-    graph = builder.compile(name=name)
+    graph = builder.compile(name=name, checkpointer=with_pacore_types(checkpointer))
     # Three steps per round plus prepare/finalize; LangGraph's default limit (25)
     # would stop a run of more than seven rounds.
     return graph.with_config(recursion_limit=3 * len(nodes.schedule) + 10)

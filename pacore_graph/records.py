@@ -87,6 +87,15 @@ class Trajectory:
     artifacts: Mapping[str, Any] = field(default_factory=dict)
     """What a tool explorer produced besides text, e.g. a SWE attempt's diff and tests."""
 
+    def __post_init__(self) -> None:
+        # A checkpoint round trip (msgpack) turns tuples into lists; keep them tuples.
+        if type(self.references) is not tuple:
+            object.__setattr__(self, "references", tuple(self.references))
+        if type(self.tool_calls) is not tuple:
+            object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
+        if self.token_ids is not None and type(self.token_ids) is not tuple:
+            object.__setattr__(self, "token_ids", tuple(self.token_ids))
+
     @property
     def id(self) -> str:
         return trajectory_id(self.round, self.index)
@@ -165,6 +174,13 @@ class PaCoReResult:
     model: str | None = None
     preset: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # A checkpoint round trip (msgpack) turns tuples into lists; keep them tuples.
+        if type(self.rounds) is not tuple or any(type(r) is not tuple for r in self.rounds):
+            object.__setattr__(self, "rounds", tuple(tuple(r) for r in self.rounds))
+        if type(self.schedule) is not tuple:
+            object.__setattr__(self, "schedule", tuple(self.schedule))
 
     @property
     def final(self) -> Trajectory:

@@ -13,11 +13,13 @@ Input records use the public PaCoRe pipeline's format: ``{"id", "messages",
   skips ids that already have a successful line.
 - Every problem goes through one compiled graph, so the graph's concurrency
   limit on model calls is shared by all of them.
+- With a checkpointer (the CLI's default: SQLite beside the output), a run
+  killed half-way resumes each unfinished problem where it stopped
+  (:mod:`pacore_graph.fanout`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 import time
@@ -28,6 +30,8 @@ from typing import IO, Any
 
 from tqdm import tqdm
 
+from pacore_graph.checkpoint import DEFAULT_DURABILITY, Durability
+from pacore_graph.fanout import Job, run_jobs
 from pacore_graph.graph import normalize_conversation
 from pacore_graph.jsonl import iter_objects, open_append
 from pacore_graph.records import PaCoReResult
@@ -172,8 +176,14 @@ async def run_dataset(
     on_result: Callable[[DatasetRecord, PaCoReResult | None, BaseException | None], None]
     | None = None,
     progress_file: IO[str] | None = None,
+    checkpointer: Any = None,
+    durability: Durability = DEFAULT_DURABILITY,
 ) -> RunSummary:
-    """Run every record not already finished in ``output``; append one line per problem."""
+    """Run every record not already finished in ``output``; append one line per problem.
+
+    With a ``checkpointer`` each problem runs on its own thread of it, so a
+    killed run resumes where it stopped (see :mod:`pacore_graph.fanout`).
+    """
     started = time.perf_counter()
     out_path = Path(output)
     out_path.parent.mkdir(parents=True, exist_ok=True)
@@ -181,7 +191,6 @@ async def run_dataset(
     todo = [r for r in records if r.id not in done]
     summary = RunSummary(total=len(todo) + len(done & {r.id for r in records}))
     summary.skipped = summary.total - len(todo)
-    gate = asyncio.Semaphore(max(1, max_problems_in_flight))
     bar = tqdm(
         total=len(todo),
         desc="problems",
@@ -189,31 +198,44 @@ async def run_dataset(
         disable=not progress,
         file=progress_file or sys.stderr,
     )
+    namespace = f"run:{out_path.resolve()}"
     with open_append(out_path) as sink:
 
-        async def one(record: DatasetRecord) -> None:
-            async with gate:
-                state = {"messages": list(record.messages), "problem_id": record.id}
-                try:
-                    out = await graph.ainvoke(state)
-                    result: PaCoReResult = out["result"]
-                except Exception as exc:
-                    summary.failed += 1
-                    sink.write(json.dumps(_error_line(record, exc), ensure_ascii=False) + "\n")
-                    if on_result:
-                        on_result(record, None, exc)
-                else:
-                    summary.succeeded += 1
-                    summary.effective_ttc += result.effective_ttc
-                    sink.write(json.dumps(result_line(record, result), ensure_ascii=False) + "\n")
-                    if on_result:
-                        on_result(record, result, None)
-                sink.flush()
-                bar.update(1)
-                bar.set_postfix(failed=summary.failed, refresh=False)
+        async def finished(
+            job: Job, result: PaCoReResult | None, exc: BaseException | None
+        ) -> None:
+            record: DatasetRecord = job.payload
+            if result is None:
+                summary.failed += 1
+                line = _error_line(record, exc or RuntimeError("no result"))
+            else:
+                summary.succeeded += 1
+                summary.effective_ttc += result.effective_ttc
+                line = result_line(record, result)
+            sink.write(json.dumps(line, ensure_ascii=False) + "\n")
+            sink.flush()
+            if on_result:
+                on_result(record, result, exc)
+            bar.update(1)
+            bar.set_postfix(failed=summary.failed, refresh=False)
 
+        jobs = [
+            Job(
+                thread_id=f"{namespace}:{r.id}",
+                state={"messages": list(r.messages), "problem_id": r.id},
+                payload=r,
+            )
+            for r in todo
+        ]
         try:
-            await asyncio.gather(*(one(r) for r in todo))
+            await run_jobs(
+                graph,
+                jobs,
+                finished,
+                max_in_flight=max_problems_in_flight,
+                checkpointer=checkpointer,
+                durability=durability,
+            )
         finally:
             bar.close()
     summary.wall_s = time.perf_counter() - started

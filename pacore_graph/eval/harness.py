@@ -5,7 +5,9 @@ its problems and samples concurrently through one compiled graph; all methods
 share one limit on samples in flight. Every run is appended to
 ``DIR/results.jsonl`` as soon as it is graded, keyed by (method, problem,
 sample): a re-run with the same ``DIR`` skips what already succeeded and
-retries what failed. At the end ``DIR/report.json``, ``DIR/report.md`` and
+retries what failed; with a ``checkpointer`` (the CLI's default: SQLite in
+``DIR``) a killed run also resumes each unfinished run where it stopped
+(:mod:`pacore_graph.fanout`). At the end ``DIR/report.json``, ``DIR/report.md`` and
 ``DIR/scaling.png`` are written from the whole file.
 """
 
@@ -22,6 +24,7 @@ from typing import IO, Any
 
 from tqdm import tqdm
 
+from pacore_graph.checkpoint import DEFAULT_DURABILITY, Durability
 from pacore_graph.client import ChatClient
 from pacore_graph.compaction import Compactor
 from pacore_graph.config import PaCoReConfig
@@ -29,6 +32,7 @@ from pacore_graph.eval.graders import Grade, Grader, auto_grader, ground_truth_a
 from pacore_graph.eval.methods import MethodSpec, build_method_graph
 from pacore_graph.eval.plot import plot_scaling
 from pacore_graph.eval.report import MethodStats, summarize, write_report
+from pacore_graph.fanout import Job, run_jobs
 from pacore_graph.jsonl import iter_objects, open_append
 from pacore_graph.limits import SequenceLimiter
 from pacore_graph.records import PaCoReResult
@@ -131,6 +135,8 @@ async def run_eval(
     progress_file: IO[str] | None = None,
     meta: Mapping[str, Any] | None = None,
     tracing: TraceOptions | bool | None = None,
+    checkpointer: Any = None,
+    durability: Durability = DEFAULT_DURABILITY,
 ) -> EvalOutcome:
     """Run, grade and report; see the module docstring for files and resuming."""
     if samples < 1:
@@ -148,8 +154,8 @@ async def run_eval(
     )
     done = completed_runs(results_path)
     limiter = SequenceLimiter(config.max_concurrency)
-    gate = asyncio.Semaphore(max(1, config.max_concurrency))
     skipped = ran = 0
+    namespace = f"eval:{out_dir.resolve()}"
 
     with open_append(results_path) as sink:
         for spec in methods:
@@ -179,33 +185,44 @@ async def run_eval(
             )
             started = time.perf_counter()
 
-            async def one(
-                record: DatasetRecord,
-                sample: int,
+            async def finished(
+                job: Job,
+                result: PaCoReResult | None,
+                exc: BaseException | None,
                 spec: MethodSpec = spec,
-                graph: Any = graph,
                 bar: Any = bar,
             ) -> None:
-                async with gate:
-                    t0 = time.perf_counter()
-                    state = {"messages": list(record.messages), "problem_id": record.id}
-                    try:
-                        out = await graph.ainvoke(state)
-                        result: PaCoReResult = out["result"]
-                    except Exception as exc:
-                        line = _error_line(spec, record, sample, exc, time.perf_counter() - t0)
-                    else:
-                        chosen = grader or auto_grader(record.raw.get("category"))
-                        grade = await asyncio.to_thread(
-                            chosen.grade, result.answer, record.ground_truth
-                        )
-                        line = _run_line(spec, record, sample, result, grade)
-                    sink.write(json.dumps(line, ensure_ascii=False) + "\n")
-                    sink.flush()
-                    bar.update(1)
+                record, sample, t0 = job.payload
+                if result is None:
+                    err = exc or RuntimeError("no result")
+                    line = _error_line(spec, record, sample, err, time.perf_counter() - t0)
+                else:
+                    chosen = grader or auto_grader(record.raw.get("category"))
+                    grade = await asyncio.to_thread(
+                        chosen.grade, result.answer, record.ground_truth
+                    )
+                    line = _run_line(spec, record, sample, result, grade)
+                sink.write(json.dumps(line, ensure_ascii=False) + "\n")
+                sink.flush()
+                bar.update(1)
 
+            jobs = [
+                Job(
+                    thread_id=f"{namespace}:{spec.text}:{record.id}:{sample}",
+                    state={"messages": list(record.messages), "problem_id": record.id},
+                    payload=(record, sample, started),
+                )
+                for record, sample in todo
+            ]
             try:
-                await asyncio.gather(*(one(r, s) for r, s in todo))
+                await run_jobs(
+                    graph,
+                    jobs,
+                    finished,
+                    max_in_flight=config.max_concurrency,
+                    checkpointer=checkpointer,
+                    durability=durability,
+                )
             finally:
                 bar.close()
             ran += len(todo)

@@ -1,0 +1,174 @@
+"""Checkpointed PaCoRe runs: savers, registered types, resuming from pending writes.
+
+A run is stopped while one explorer of round 0 is still waiting for its
+model; the run is then resumed on the same thread with a *new* graph and a
+*new* client, which must be asked only for what was not saved: the one
+missing explorer and the rounds after it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import START, MessagesState, StateGraph
+
+from pacore_graph import PaCoReConfig, build_pacore_graph
+from pacore_graph.checkpoint import SERDE_ALLOWLIST, open_checkpointer, pacore_serde
+from pacore_graph.config import SamplingParams
+from pacore_graph.records import Completion, PaCoReResult, Trajectory
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+CONFIG = PaCoReConfig(rounds=[4, 2], batch_samples=False, sampling={"seed": 0})
+
+
+@dataclass
+class SeedClient:
+    """Answers by seed; seeds in ``hold`` wait until released (a call still in flight)."""
+
+    hold: frozenset[int] = frozenset()
+    model: str = "seeded"
+    seeds: list[int | None] = field(default_factory=list)
+    answered: int = 0
+
+    async def complete(
+        self, messages: Any, *, n: int = 1, params: SamplingParams, seed: int | None = None
+    ) -> list[Completion]:
+        self.seeds.append(seed)
+        if seed in self.hold:
+            await asyncio.Event().wait()  # never answers
+        self.answered += 1
+        return [Completion(content=f"answer from seed {seed}", completion_tokens=3)] * n
+
+
+@asynccontextmanager
+async def saver_for(kind: str, tmp_path: Path) -> AsyncIterator[Any]:
+    spec = {"memory": "memory", "sqlite": f"sqlite:///{tmp_path / 'ck.sqlite'}"}[kind]
+    async with open_checkpointer(spec, tmp_path / "unused.sqlite") as saver:
+        yield saver
+
+
+async def _saved_tasks(graph: Any, config: Any, want: int) -> None:
+    for _ in range(500):
+        snapshot = await graph.aget_state(config)
+        if sum(1 for t in snapshot.tasks if t.result is not None) >= want:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the finished explorers' writes were never saved")
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_resume_calls_only_the_explorers_whose_results_were_not_saved(
+    kind: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    thread = {"configurable": {"thread_id": "problem-1"}}
+    question = {"messages": [{"role": "user", "content": "Q?"}], "problem_id": "p1"}
+    async with saver_for(kind, tmp_path) as saver:
+        first = SeedClient(hold=frozenset({2}))
+        graph = build_pacore_graph(first, config=CONFIG, checkpointer=saver)
+        run = asyncio.create_task(graph.ainvoke(question, thread, durability="async"))
+        await _saved_tasks(graph, thread, want=3)
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+        assert first.answered == 3
+
+        second = SeedClient()
+        resumed = build_pacore_graph(second, config=CONFIG, checkpointer=saver)
+        with caplog.at_level(logging.WARNING):
+            out = await resumed.ainvoke(None, thread)
+    # Round 0: only the explorer with seed 2 again; then rounds 1 (seeds 1000, 1001) and 2.
+    assert second.seeds == [2, 1000, 1001, 2000]
+    result = out["result"]
+    assert isinstance(result, PaCoReResult)
+    assert [len(r) for r in result.rounds] == [4, 2, 1]
+    assert all(isinstance(t, Trajectory) for t in result.trajectories)
+    assert [t.content for t in result.rounds[0]] == [f"answer from seed {s}" for s in range(4)]
+    assert isinstance(result.rounds[0], tuple) and isinstance(result.rounds[1][0].references, tuple)
+    assert result.problem_id == "p1"
+    assert not [r for r in caplog.records if "unregistered type" in r.getMessage()]
+    assert not [r for r in caplog.records if "Blocked deserialization" in r.getMessage()]
+
+
+async def test_state_reads_back_as_records_with_in_memory_saver(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    graph = build_pacore_graph(SeedClient(), config=CONFIG, checkpointer=InMemorySaver())
+    thread = {"configurable": {"thread_id": "t"}}
+    with caplog.at_level(logging.WARNING):
+        await graph.ainvoke({"messages": [HumanMessage("Q?")]}, thread)
+        state = (await graph.aget_state(thread)).values
+        history = [s async for s in graph.aget_state_history(thread)]
+    assert isinstance(state["result"], PaCoReResult)
+    assert isinstance(state["messages"][-1], AIMessage)
+    assert len(history) > 5
+    assert not [r for r in caplog.records if "unregistered type" in r.getMessage()]
+
+
+async def test_nested_in_a_checkpointed_parent_graph() -> None:
+    pacore = build_pacore_graph(SeedClient(), config=CONFIG)
+
+    class Chat(MessagesState):
+        pass
+
+    parent = StateGraph(Chat)
+    parent.add_node("pacore", pacore)
+    parent.add_edge(START, "pacore")
+    app = parent.compile(checkpointer=InMemorySaver(serde=pacore_serde()))
+    thread = {"configurable": {"thread_id": "chat"}}
+    out = await app.ainvoke({"messages": [HumanMessage("Q?")]}, thread)
+    assert out["messages"][-1].content == "answer from seed 2000"
+    snapshot = await app.aget_state(thread, subgraphs=True)
+    assert snapshot.values["messages"][-1].content == "answer from seed 2000"
+
+
+def test_allowlist_names_every_record_type() -> None:
+    names = {name for _, name in SERDE_ALLOWLIST}
+    assert {"Trajectory", "ToolCallRecord", "PaCoReResult", "ExploreTask"} <= names
+
+
+def test_resume_works_under_strict_msgpack() -> None:
+    """LANGGRAPH_STRICT_MSGPACK=true refuses unregistered types: the resume must still work."""
+    env = {**os.environ, "LANGGRAPH_STRICT_MSGPACK": "true", "PYTHONPATH": str(REPO_ROOT)}
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            f"{__file__}::test_resume_calls_only_the_explorers_whose_results_were_not_saved",
+            f"{__file__}::test_state_reads_back_as_records_with_in_memory_saver",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO_ROOT / "tests",
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "3 passed" in proc.stdout
+
+
+async def test_bad_checkpoint_specs_fail_with_one_line(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="use none, memory, a postgresql"):
+        async with open_checkpointer("redis://x", tmp_path / "a.sqlite"):
+            pass
+    async with open_checkpointer("none", tmp_path / "a.sqlite") as saver:
+        assert saver is None
+    async with open_checkpointer(None, tmp_path / "sub" / "a.sqlite") as saver:
+        assert saver is not None
+    assert (tmp_path / "sub" / "a.sqlite").exists()
