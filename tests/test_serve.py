@@ -521,3 +521,12 @@ def test_stats_report_runs_and_replicas() -> None:
     assert [r["base_url"] for r in stats["replicas"]] == urls
     assert sum(r["samples"] for r in stats["replicas"]) == 6 + 1
     assert all(r["healthy"] for r in stats["replicas"])
+
+
+def test_draining_server_refuses_new_runs_with_503(served: RunningServe) -> None:
+    root = f"http://127.0.0.1:{served.server.config.port}"
+    assert httpx.get(f"{root}/health").status_code == 200
+    served.state.draining = True
+    assert httpx.get(f"{root}/health").status_code == 503
+    body = {"model": "pacore:1", "messages": [{"role": "user", "content": "q"}]}
+    assert_error(raw_post(served, body), 503)
