@@ -13,8 +13,11 @@ process, ``--latency`` seconds per request), at most 1,024 samples in flight.
 - ``serve-stream``: the same with ``stream: true`` (SSE progress + answer).
 
 Prints, per variant, the median wall time over ``--repeats`` (variants
-alternate), its ratio to ``library``, the median per-request latency, and each
-replica's share of the samples.
+alternate) and its ratio to ``library``; the CPU seconds of the process that
+runs the graph (this one for ``library``, the server process for the others:
+on a shared 2-core machine this is the steadier overhead figure, since the
+server variants also split the work over two processes); the median
+per-request latency; and each replica's share of the samples.
 
     python benchmarks/bench_serve.py
     python benchmarks/bench_serve.py --model pacore:8,2 --latency 0.2 --repeats 5
@@ -46,6 +49,13 @@ def problems(count: int) -> list[str]:
     return [
         f"Problem {i}: compute the sum of the first {i + 10} odd numbers." for i in range(count)
     ]
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / ticks
 
 
 def free_port() -> int:
@@ -133,15 +143,21 @@ async def run_library(upstreams: list[str], model: str, count: int) -> dict[str,
             raise RuntimeError("empty answer")
         latencies.append(time.perf_counter() - started)
 
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     await asyncio.gather(*(one(q) for q in problems(count)))
     wall = time.perf_counter() - started
+    cpu = time.process_time() - cpu
     samples = [s.samples for s in client.stats()]
     await client.aclose()
-    return {"wall": wall, "latency": statistics.median(latencies), "samples": samples}
+    return {
+        "wall": wall,
+        "latency": statistics.median(latencies),
+        "samples": samples,
+        "cpu": cpu,
+    }
 
 
-async def run_serve(base: str, model: str, count: int, stream: bool) -> dict[str, Any]:
+async def run_serve(base: str, pid: int, model: str, count: int, stream: bool) -> dict[str, Any]:
     connector = aiohttp.TCPConnector(limit=0)
     timeout = aiohttp.ClientTimeout(total=600)
     latencies: list[float] = []
@@ -165,13 +181,19 @@ async def run_serve(base: str, model: str, count: int, stream: bool) -> dict[str
                     raise RuntimeError("empty answer")
             latencies.append(time.perf_counter() - started)
 
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), cpu_seconds(pid)
         await asyncio.gather(*(one(q) for q in problems(count)))
         wall = time.perf_counter() - started
+        cpu = cpu_seconds(pid) - cpu
         async with session.get(f"{base}/stats") as resp:
             after = [r["samples"] for r in (await resp.json())["replicas"]]
     samples = [b - a for a, b in zip(before, after, strict=True)]
-    return {"wall": wall, "latency": statistics.median(latencies), "samples": samples}
+    return {
+        "wall": wall,
+        "latency": statistics.median(latencies),
+        "samples": samples,
+        "cpu": cpu,
+    }
 
 
 def main() -> None:
@@ -198,12 +220,15 @@ def main() -> None:
                     out = asyncio.run(run_library(upstreams, args.model, args.clients))
                 else:
                     stream = variant == "serve-stream"
-                    out = asyncio.run(run_serve(base, args.model, args.clients, stream))
+                    out = asyncio.run(
+                        run_serve(base, serve_proc.pid, args.model, args.clients, stream)
+                    )
                 results[variant].append(out)
                 shares = "/".join(str(s) for s in out["samples"])
                 print(
                     f"  repeat {rep + 1} {variant:13s} wall {out['wall']:6.2f} s  "
-                    f"p50 request {out['latency']:6.2f} s  samples per replica {shares}",
+                    f"p50 request {out['latency']:6.2f} s  graph CPU {out['cpu']:6.2f} s  "
+                    f"samples per replica {shares}",
                     file=sys.stderr,
                 )
     finally:
@@ -214,20 +239,28 @@ def main() -> None:
             proc.wait(10)
 
     base_wall = statistics.median(r["wall"] for r in results["library"])
+    base_cpu = statistics.median(r["cpu"] for r in results["library"])
     print(
         f"\n{args.clients} concurrent clients, {args.model}, 2 replicas at {args.latency:g} s "
         f"latency, median of {args.repeats}\n"
     )
-    print("| variant | wall | vs library | p50 request | samples per replica (share) |")
-    print("|---|---|---|---|---|")
+    print(
+        "| variant | wall | vs library | graph-side CPU | vs library "
+        "| p50 request | samples per replica (share) |"
+    )
+    print("|---|---|---|---|---|---|---|")
     for variant in variants:
         runs = results[variant]
         wall = statistics.median(r["wall"] for r in runs)
         latency = statistics.median(r["latency"] for r in runs)
+        cpu = statistics.median(r["cpu"] for r in runs)
         totals = [sum(col) for col in zip(*(r["samples"] for r in runs), strict=True)]
         total = sum(totals) or 1
         spread = " / ".join(f"{t} ({100 * t / total:.1f}%)" for t in totals)
-        print(f"| {variant} | {wall:.2f} s | {wall / base_wall:.2f} | {latency:.2f} s | {spread} |")
+        print(
+            f"| {variant} | {wall:.2f} s | {wall / base_wall:.2f} | {cpu:.2f} s "
+            f"| {cpu / base_cpu:.2f} | {latency:.2f} s | {spread} |"
+        )
 
 
 if __name__ == "__main__":

@@ -13,6 +13,9 @@ fits one vLLM replica. :class:`MultiEndpointClient` is a
 - **Eject and re-admit**: a replica that refuses connections, times out or
   answers 5xx is taken out of rotation at once, and a background health check
   (``GET {base_url}/models``) re-admits it when it answers 200 again.
+- **Streams too**: :meth:`MultiEndpointClient.stream` (the final round's
+  tokens) picks a replica the same way and fails over while nothing has been
+  streamed yet.
 - **Fail over**: the failed request is retried on another replica straight
   away (no backoff while an untried healthy replica exists), so killing one of
   two replicas mid-run costs latency, not answers. Backoff applies only once
@@ -35,7 +38,7 @@ from typing import Any
 
 import aiohttp
 
-from pacore_graph.client import OpenAICompatClient, resolve_api_key
+from pacore_graph.client import DeltaCallback, OpenAICompatClient, resolve_api_key
 from pacore_graph.config import RetryPolicy, SamplingParams
 from pacore_graph.errors import ModelCallError
 from pacore_graph.records import Completion
@@ -260,6 +263,55 @@ class MultiEndpointClient:
             finally:
                 replica.outstanding -= n
             replica.samples += len(out)
+            return out
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def stream(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        params: SamplingParams,
+        seed: int | None = None,
+        on_delta: DeltaCallback,
+    ) -> Completion:
+        """One sample over server-sent events, on the least loaded replica.
+
+        Fails over like :meth:`complete` while nothing has been streamed; once a
+        delta went out, a failure is final (the caller already showed it).
+        """
+        policy = self.retry
+        tried: set[int] = set()
+        for attempt in range(1, policy.max_attempts + 1):
+            if len(tried) == len(self._replicas):
+                await asyncio.sleep(policy.backoff(attempt - len(self._replicas)))
+                tried.clear()
+            index = self._pick(tried)
+            tried.add(index)
+            replica = self._replicas[index]
+            sent = False
+
+            async def forward(kind: str, text: str) -> None:
+                nonlocal sent
+                sent = True
+                await on_delta(kind, text)
+
+            replica.outstanding += 1
+            replica.requests += 1
+            try:
+                out = await replica.client.stream(
+                    messages, params=params, seed=seed, on_delta=forward
+                )
+            except ModelCallError as exc:
+                replica.failures += 1
+                exc.attempts = attempt
+                if _ejects(exc):
+                    self._eject(replica)
+                if sent or not exc.retryable or attempt == policy.max_attempts:
+                    raise
+                continue
+            finally:
+                replica.outstanding -= 1
+            replica.samples += 1
             return out
         raise AssertionError("unreachable")  # pragma: no cover
 

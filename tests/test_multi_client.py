@@ -270,3 +270,30 @@ def test_langchain_client_refuses_several_base_urls(capsys: pytest.CaptureFixtur
     argv = ["run", "Q", "--client", "langchain", "--model", "m"]
     assert main([*argv, "--base-url", "http://a/v1", "--base-url", "http://b/v1"]) == 2
     assert "one --base-url" in capsys.readouterr().err
+
+
+async def test_stream_fails_over_before_the_first_token() -> None:
+    dead = f"http://127.0.0.1:{closed_port()}/v1"
+    async with ScriptedServer(stream_words_per_chunk=1) as live:
+        client = MultiEndpointClient([dead, live.base_url], "scripted", retry=FAST)
+        deltas: list[tuple[str, str]] = []
+
+        async def on_delta(kind: str, text: str) -> None:
+            deltas.append((kind, text))
+
+        try:
+            # Both replicas idle: the rotation may pick either first; run twice.
+            outs = [
+                await client.stream(user(f"q{i}"), params=PARAMS, on_delta=on_delta)
+                for i in range(2)
+            ]
+        finally:
+            await client.aclose()
+    assert all(o.content.startswith("The answer is") for o in outs)
+    content = "".join(t for k, t in deltas if k == "content")
+    assert content == "".join(o.content for o in outs)
+    assert any(k == "reasoning" for k, _ in deltas)
+    dead_stats, live_stats = client.stats()
+    assert dead_stats.failures == 1 and not dead_stats.healthy
+    assert live_stats.samples == 2
+    assert all(r.body.get("stream") is True for r in live.requests)

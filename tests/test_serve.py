@@ -193,15 +193,24 @@ async def test_async_sdk_concurrent_requests(served: RunningServe) -> None:
     assert all(r.choices[0].message.content for r in replies)
 
 
-def test_streaming_with_the_sdk(served: RunningServe, upstream: ScriptedServer) -> None:
-    stream = sdk(served).chat.completions.create(
-        model="pacore:3,2",
-        messages=[{"role": "user", "content": QUESTION}],
-        seed=11,
-        stream=True,
-        stream_options={"include_usage": True},
-    )
-    chunks = list(stream)
+@pytest.fixture
+def word_stream_upstream() -> Iterator[ScriptedServer]:
+    """An upstream that streams one word per SSE event."""
+    with ScriptedServer(stream_words_per_chunk=1).run_in_thread() as srv:
+        yield srv
+
+
+def test_streaming_with_the_sdk(word_stream_upstream: ScriptedServer) -> None:
+    upstream = word_stream_upstream
+    with running_serve(settings(upstream, api_key=KEY)) as served:
+        stream = sdk(served).chat.completions.create(
+            model="pacore:3,2",
+            messages=[{"role": "user", "content": QUESTION}],
+            seed=11,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        chunks = list(stream)
     reasoning = "".join(
         (c.choices[0].delta.model_extra or {}).get("reasoning_content") or ""
         for c in chunks
@@ -214,6 +223,13 @@ def test_streaming_with_the_sdk(served: RunningServe, upstream: ScriptedServer) 
     assert "Round 2/3: 2 parallel explorers." in reasoning
     assert "Round 3/3: synthesising the answer." in reasoning
     assert reasoning.count("explorer ") >= 3 + 2
+    # The final round's tokens were streamed from the upstream as it sent them:
+    # one content delta per upstream word, its reasoning as reasoning deltas.
+    streamed_calls = [r.body for r in upstream.requests if r.body.get("stream")]
+    assert len(streamed_calls) == 1 and streamed_calls[0].get("n", 1) == 1
+    content_chunks = [c for c in chunks if c.choices and c.choices[0].delta.content]
+    assert len(content_chunks) == len(expected.answer.split())
+    assert reasoning.endswith(str(expected.reasoning))
     # Progress comes before the answer.
     first_content = next(
         i for i, c in enumerate(chunks) if c.choices and c.choices[0].delta.content
@@ -521,3 +537,32 @@ def test_stats_report_runs_and_replicas() -> None:
     assert [r["base_url"] for r in stats["replicas"]] == urls
     assert sum(r["samples"] for r in stats["replicas"]) == 6 + 1
     assert all(r["healthy"] for r in stats["replicas"])
+
+
+def test_draining_server_refuses_new_runs_with_503(served: RunningServe) -> None:
+    root = f"http://127.0.0.1:{served.server.config.port}"
+    assert httpx.get(f"{root}/health").status_code == 200
+    served.state.draining = True
+    assert httpx.get(f"{root}/health").status_code == 503
+    body = {"model": "pacore:1", "messages": [{"role": "user", "content": "q"}]}
+    assert_error(raw_post(served, body), 503)
+
+
+def test_streaming_over_replicas_skips_a_dead_one(word_stream_upstream: ScriptedServer) -> None:
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    fields = {"upstreams": (dead, word_stream_upstream.base_url), "model": "scripted"}
+    with running_serve(ServeSettings(**fields, retry=FAST)) as srv:
+        chunks = list(
+            sdk(srv, key="x").chat.completions.create(
+                model="pacore:2",
+                messages=[{"role": "user", "content": QUESTION}],
+                stream=True,
+            )
+        )
+        stats = srv.state.client.stats()  # type: ignore[attr-defined]
+    content = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert content.startswith("The answer is")
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
+    streamed = [r for r in word_stream_upstream.requests if r.body.get("stream")]
+    assert len(streamed) == 1
+    assert not stats[0].healthy and stats[1].samples == 2 + 1

@@ -15,7 +15,8 @@ Lifecycle rules a client can rely on:
 - ``GET /stats`` reports runs in progress and, over several upstreams, each
   replica's samples, failures and health.
 - On SIGTERM uvicorn stops accepting connections and waits for runs in
-  flight; requests that still arrive on open connections get 503.
+  flight; ``/health`` and requests still arriving on open connections get
+  503 meanwhile.
 """
 
 from __future__ import annotations

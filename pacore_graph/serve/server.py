@@ -9,13 +9,31 @@ upstream sessions) and returns.
 from __future__ import annotations
 
 import sys
+from types import FrameType
 
 import uvicorn
 
-from pacore_graph.serve.app import create_app
+from pacore_graph.serve.app import ServeState, create_app
 from pacore_graph.serve.settings import ServeSettings
 
 __all__ = ["serve"]
+
+
+class _DrainingServer(uvicorn.Server):
+    """uvicorn's server, marking the app as draining as soon as a signal arrives.
+
+    From then on ``/health`` answers 503 (load balancers stop sending) and any
+    request still arriving on an open connection is refused with 503, while
+    the runs already in flight finish.
+    """
+
+    def __init__(self, config: uvicorn.Config, state: ServeState) -> None:
+        super().__init__(config)
+        self._state = state
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self._state.draining = True
+        super().handle_exit(sig, frame)
 
 
 def serve(
@@ -37,7 +55,7 @@ def serve(
         access_log=False,
         lifespan="on",
     )
-    server = uvicorn.Server(config)
+    server = _DrainingServer(config, app.state.pacore)
     upstreams = ", ".join(settings.upstreams)
     print(
         f"pacore serve: models pacore-low|medium|high and pacore:K,.. over {settings.model} "

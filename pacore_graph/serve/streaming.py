@@ -116,7 +116,7 @@ class ProgressTranslator:
         elif kind == "round_compacted":
             yield from self._compacted(
                 int(event.get("round", self._round)),
-                len(event.get("messages") or ()),
+                int(event.get("messages") or 0),
                 int(event.get("failures") or 0),
                 int(event.get("completion_tokens") or 0),
             )
