@@ -10,13 +10,11 @@ accounting as PaCoRe itself: comparisons at matched compute stay honest.
 
 from __future__ import annotations
 
-import re
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from pacore_graph.compaction import extract_boxed, split_conclusion
+from pacore_graph.answers import answers_equivalent, extract_answer, normalize_answer
 from pacore_graph.records import Trajectory
 
 __all__ = [
@@ -28,31 +26,16 @@ __all__ = [
     "normalize_answer",
 ]
 
-_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:/\d+)?")
 
+def extract_final_answer(text: str, problem: str | None = None) -> str | None:
+    r"""The answer a response commits to, normalised for voting.
 
-def normalize_answer(text: str) -> str:
-    """Canonical text for vote counting: no spaces, ``$``, trailing period or commas in numbers."""
-    text = text.strip().strip("$").strip().rstrip(".").strip()
-    text = re.sub(r"\s+", "", text)
-    if re.fullmatch(r"-?\d[\d,]*(\.\d+)?", text):
-        text = text.replace(",", "")
-        if "." in text:
-            text = text.rstrip("0").rstrip(".")
-    return text
-
-
-def extract_final_answer(text: str) -> str | None:
-    r"""The answer a response commits to: last ``\boxed{}``, else last number, else last line."""
-    conclusion = split_conclusion(text)
-    boxed = extract_boxed(conclusion)
-    if boxed:
-        return normalize_answer(boxed[-1])
-    numbers = _NUMBER.findall(conclusion)
-    if numbers:
-        return normalize_answer(numbers[-1])
-    lines = [line.strip() for line in conclusion.splitlines() if line.strip()]
-    return normalize_answer(lines[-1]) if lines else None
+    :func:`~pacore_graph.answers.extract_answer` with the ``number`` fallback:
+    the last ``\boxed{}``, a stated answer, else the last number that is not
+    part of an unevaluated expression, else (no digit at all) the last line.
+    """
+    answer = extract_answer(text, problem=problem, fallback="number")
+    return normalize_answer(answer.text) if answer is not None else None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -97,37 +80,48 @@ class FirstAnswer:
 
 @dataclass(frozen=True, slots=True)
 class MajorityVote:
-    """Self-consistency: the most common extracted answer of the last round wins.
+    """Self-consistency: the most common answer of the last round wins.
 
-    Ties go to the answer whose first vote came from the lowest explorer index,
-    which is arbitrary but deterministic (explorer order does not depend on
+    Votes are grouped by equivalence (:func:`~pacore_graph.answers.answers_equivalent`:
+    text, number or math-verify), so ``0.5``, ``1/2`` and ``\\frac{1}{2}`` vote
+    together; a group is named after its first vote in explorer order. Ties go
+    to the group whose first vote came from the lowest explorer index, which
+    is arbitrary but deterministic (explorer order does not depend on
     scheduling). Responses with no extractable answer do not vote; if none
     can vote, the first successful trajectory is the answer.
     """
 
     extract: Callable[[str], str | None] = extract_final_answer
+    equivalent: Callable[[str, str], bool] = answers_equivalent
     name: str = "majority"
 
     def aggregate(self, rounds: Sequence[Sequence[Trajectory]]) -> Verdict:
         usable = _usable(rounds)
-        votes: list[tuple[str, Trajectory]] = []
+        # Each group: [name, count, first voter]; explorer order, so names are deterministic.
+        groups: list[list[Any]] = []
         for t in usable:
             answer = self.extract(t.content)
-            if answer:
-                votes.append((answer, t))
-        if not votes:
+            if not answer:
+                continue
+            for group in groups:
+                if group[0] == answer or self.equivalent(group[0], answer):
+                    group[1] += 1
+                    break
+            else:
+                groups.append([answer, 1, t])
+        if not groups:
             return Verdict(
                 trajectory=usable[0], answer=usable[0].message or "", details={"votes": {}}
             )
-        counts = Counter(a for a, _ in votes)
-        first_seen: dict[str, Trajectory] = {}
-        for answer, t in votes:
-            first_seen.setdefault(answer, t)
-        best = max(counts, key=lambda a: (counts[a], -first_seen[a].index))
-        chosen = first_seen[best]
-        tied = sorted(a for a, c in counts.items() if c == counts[best])
+        best = max(groups, key=lambda g: (g[1], -g[2].index))
+        chosen: Trajectory = best[2]
+        tied = [g for g in groups if g[1] == best[1]]
         return Verdict(
             trajectory=chosen,
             answer=chosen.message or "",
-            details={"votes": dict(counts), "winner": best, "tie": len(tied) > 1},
+            details={
+                "votes": {g[0]: g[1] for g in groups},
+                "winner": best[0],
+                "tie": len(tied) > 1,
+            },
         )

@@ -7,8 +7,9 @@ token the explorers spent, so the built-ins all keep the *conclusion*:
 - ``conclusion``: the paper's compactor, everything after the last
   ``</think>`` (the whole text when there is none). When the server returned
   the reasoning in its own field, ``content`` already is the conclusion.
-- ``answer``: only the final answer, the last ``\\boxed{...}`` or else the last
-  non-empty line of the conclusion.
+- ``answer``: only the final answer, read by the one answer extractor
+  (:func:`~pacore_graph.answers.extract_answer`): the last ``\\boxed{...}``, an
+  explicit "the answer is X", else the last non-empty line of the conclusion.
 - ``budget:N``: the conclusion, cut to its last N tokens when longer.
 
 Tool-using explorers compact the same way: their ``content`` is the final
@@ -23,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from pacore_graph.answers import extract_answer, extract_boxed, split_conclusion
 from pacore_graph.records import Trajectory
 
 __all__ = [
@@ -35,8 +37,6 @@ __all__ = [
     "extract_boxed",
     "split_conclusion",
 ]
-
-THINK_CLOSE = "</think>"
 
 
 @runtime_checkable
@@ -51,29 +51,6 @@ class Compactor(Protocol):
     def compact(self, trajectory: Trajectory) -> str: ...
 
 
-def split_conclusion(text: str) -> str:
-    """Everything after the last ``</think>``; the whole text if there is none."""
-    _head, sep, tail = text.rpartition(THINK_CLOSE)
-    return tail if sep else text
-
-
-def extract_boxed(text: str) -> list[str]:
-    r"""Contents of every ``\boxed{...}`` (and ``\fbox{...}``), braces balanced, in order."""
-    found: list[str] = []
-    for match in re.finditer(r"\\(?:boxed|fbox)\s*\{", text):
-        depth, start = 1, match.end()
-        for i in range(start, len(text)):
-            ch = text[i]
-            if ch == "{":
-                depth += 1
-            elif ch == "}":
-                depth -= 1
-                if depth == 0:
-                    found.append(text[start:i].strip())
-                    break
-    return found
-
-
 @dataclass(frozen=True, slots=True)
 class ConclusionCompactor:
     """The paper's compactor: keep only the conclusion of a trajectory."""
@@ -86,17 +63,20 @@ class ConclusionCompactor:
 
 @dataclass(frozen=True, slots=True)
 class AnswerCompactor:
-    r"""Keep only the final answer: ``\boxed{X}`` if present, else the last line."""
+    r"""Keep only the final answer: ``\boxed{X}``, a stated answer, else the last line.
+
+    The answer is the one :func:`~pacore_graph.answers.extract_answer` reads
+    (fallback ``line``), so compaction, voting and grading agree on it; a
+    response with no answer (an empty box, junk) compacts to the empty text.
+    """
 
     name: str = "answer"
 
     def compact(self, trajectory: Trajectory) -> str:
-        conclusion = split_conclusion(trajectory.content)
-        boxed = extract_boxed(conclusion)
-        if boxed:
-            return f"\\boxed{{{boxed[-1]}}}"
-        lines = [line.strip() for line in conclusion.splitlines() if line.strip()]
-        return lines[-1] if lines else ""
+        answer = extract_answer(trajectory.content, fallback="line")
+        if answer is None:
+            return ""
+        return f"\\boxed{{{answer.text}}}" if answer.source == "boxed" else answer.text
 
 
 _TOKEN_RE = re.compile(r"\s*\S+")

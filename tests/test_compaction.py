@@ -32,7 +32,10 @@ def test_answer_compactor_prefers_the_last_boxed() -> None:
     assert c.compact(traj(r"<think>\boxed{1}</think>so \boxed{2} then \boxed{\frac{1}{2}}")) == (
         r"\boxed{\frac{1}{2}}"
     )
-    assert c.compact(traj("<think>x</think>Line one\nThe answer is 7\n\n")) == "The answer is 7"
+    # A stated answer is the answer (the shared extractor's rule), else the last line.
+    assert c.compact(traj("<think>x</think>Line one\nThe answer is 7\n\n")) == "7"
+    assert c.compact(traj("<think>x</think>Line one\nParis\n\n")) == "Paris"
+    assert c.compact(traj(r"So \boxed{}")) == ""  # an empty box states no answer
     assert c.compact(traj("")) == ""
 
 

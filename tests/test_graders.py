@@ -28,7 +28,8 @@ from pacore_graph.eval import (
     grader_from_name,
     ground_truth_answer,
 )
-from pacore_graph.eval.graders import GradingTimeoutError, _call_with_deadline
+from pacore_graph.eval.graders import GradingTimeoutError
+from pacore_graph.eval.math_grader import _call_with_deadline
 
 REPO = Path(__file__).resolve().parents[1]
 BIG = "123456789012345678901234567"

@@ -24,11 +24,18 @@ from typing import IO, Any
 
 from tqdm import tqdm
 
+from pacore_graph.answers import problem_text
 from pacore_graph.checkpoint import DEFAULT_DURABILITY, Durability
 from pacore_graph.client import ChatClient
 from pacore_graph.compaction import Compactor
 from pacore_graph.config import PaCoReConfig
-from pacore_graph.eval.graders import Grade, Grader, auto_grader, ground_truth_answer
+from pacore_graph.eval.graders import (
+    Grade,
+    Grader,
+    auto_grader,
+    grade_response,
+    ground_truth_answer,
+)
 from pacore_graph.eval.methods import MethodSpec, build_method_graph
 from pacore_graph.eval.plot import plot_scaling
 from pacore_graph.eval.report import MethodStats, summarize, write_report
@@ -199,7 +206,11 @@ async def run_eval(
                 else:
                     chosen = grader or auto_grader(record.raw.get("category"))
                     grade = await asyncio.to_thread(
-                        chosen.grade, result.answer, record.ground_truth
+                        grade_response,
+                        chosen,
+                        result.answer,
+                        record.ground_truth,
+                        problem_text(record.messages),
                     )
                     line = _run_line(spec, record, sample, result, grade)
                 sink.write(json.dumps(line, ensure_ascii=False) + "\n")

@@ -32,7 +32,14 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from pacore_graph.eval.graders import Grade, Grader, auto_grader, ground_truth_answer
+from pacore_graph.answers import problem_text
+from pacore_graph.eval.graders import (
+    Grade,
+    Grader,
+    auto_grader,
+    grade_response,
+    ground_truth_answer,
+)
 from pacore_graph.graph import normalize_conversation
 from pacore_graph.prompts import SYNTHESIS_TEMPLATE, synthesis_messages
 from pacore_graph.records import PaCoReResult, Trajectory, trajectory_id
@@ -348,7 +355,8 @@ def _grade(
     chosen = grader or auto_grader(run.category)
     if grader is None and ground_truth_answer(gt) is None:
         return None, chosen.name  # no answer to compare against: ungraded, not wrong
-    return chosen.grade(trajectory.message or "", gt), chosen.name
+    problem = problem_text(run.conversation)
+    return grade_response(chosen, trajectory.message or "", gt, problem), chosen.name
 
 
 def episodes_from_run(

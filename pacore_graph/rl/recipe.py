@@ -37,9 +37,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import IO, Any
 
+from pacore_graph.answers import problem_text
 from pacore_graph.atomic import write_lines_atomic
 from pacore_graph.compaction import compactor_from_name
-from pacore_graph.eval.graders import Grader, auto_grader, ground_truth_answer
+from pacore_graph.eval.graders import Grader, auto_grader, grade_response, ground_truth_answer
 from pacore_graph.graph import normalize_conversation
 from pacore_graph.prompts import SYNTHESIS_TEMPLATE, synthesis_messages
 from pacore_graph.records import Trajectory
@@ -470,7 +471,8 @@ def build_trainset(
             continue
         chosen = grader or auto_grader(problem.category)
         gt = problem.ground_truth
-        accuracy = _mean([chosen.grade(m, gt).score for m in problem.messages])
+        asked = problem_text(problem.conversation)
+        accuracy = _mean([grade_response(chosen, m, gt, asked).score for m in problem.messages])
         dropped: str | None = None
         if cfg.stage1 and accuracy <= 0:
             counts["stage1_none_right"] += 1

@@ -18,8 +18,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pacore_graph.answers import problem_text
 from pacore_graph.compaction import Compactor, ConclusionCompactor, compactor_from_name
-from pacore_graph.eval.graders import Grade, Grader, auto_grader, grader_from_name
+from pacore_graph.eval.graders import (
+    Grade,
+    Grader,
+    auto_grader,
+    grade_response,
+    grader_from_name,
+)
 from pacore_graph.records import Trajectory
 
 __all__ = [
@@ -141,10 +148,25 @@ class PaCoReReward:
         """The compacted message of one completion: what gets graded."""
         return self._compactor.compact(completion_trajectory(completion))
 
-    def grade(self, completion: Any, ground_truth: Any, category: str | None = None) -> Grade:
-        """Grade one completion; ``ground_truth`` may be JSON text or a decoded value."""
+    def grade(
+        self,
+        completion: Any,
+        ground_truth: Any,
+        category: str | None = None,
+        prompt: Any = None,
+    ) -> Grade:
+        """Grade one completion; ``ground_truth`` may be JSON text or a decoded value.
+
+        ``prompt`` (text or chat messages) lets the grader tell a completion
+        that restates the problem's expression from one that answers it.
+        """
         grader = self._grader if self._grader is not None else auto_grader(category)
-        return grader.grade(self.message(completion), decode_ground_truth(ground_truth))
+        return grade_response(
+            grader,
+            self.message(completion),
+            decode_ground_truth(ground_truth),
+            problem_text(prompt),
+        )
 
     def __call__(
         self,
@@ -159,15 +181,21 @@ class PaCoReReward:
         n = len(completions)
         truths = _per_row(ground_truth, n, "ground_truth")
         categories = _per_row(category, n, "category")
+        # Prompts only help (restatements); a caller that passes none, or not one
+        # per completion, is graded without them rather than refused.
+        fits = isinstance(prompts, Sequence) and not isinstance(prompts, str)
+        prompt_rows = list(prompts) if fits and len(prompts) == n else [None] * n  # type: ignore[arg-type]
         rewards: list[float | None] = []
         extracted: list[str | None] = []
-        for completion, truth, cat in zip(completions, truths, categories, strict=True):
+        for completion, truth, cat, prompt in zip(
+            completions, truths, categories, prompt_rows, strict=True
+        ):
             decoded = decode_ground_truth(truth)
             if decoded is None:
                 rewards.append(None)
                 extracted.append(None)
                 continue
-            grade = self.grade(completion, decoded, cat if isinstance(cat, str) else None)
+            grade = self.grade(completion, decoded, cat if isinstance(cat, str) else None, prompt)
             rewards.append(grade.score)
             extracted.append(grade.extracted)
         log_extra = kwargs.get("log_extra")
