@@ -107,7 +107,8 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--trace",
         choices=list(TRACE_KINDS),
-        help="OpenTelemetry export: console | otlp (OTEL_* env) | jaeger | langfuse",
+        help="OpenTelemetry export: console | otlp (OTEL_* env) | jaeger | langfuse "
+        "(default: OTEL_TRACES_EXPORTER if set, else none)",
     )
     p.add_argument(
         "--trace-content",
@@ -339,17 +340,18 @@ async def _endpoint(args: argparse.Namespace) -> AsyncIterator[_Endpoint]:
 @contextlib.contextmanager
 def _tracing(args: argparse.Namespace) -> Iterator[TraceOptions]:
     """Trace options for the run; flushes and shuts the exporter down at the end."""
-    from pacore_graph.telemetry import TracingConfigError, configure_tracing
+    from pacore_graph.telemetry import TracingConfigError, configure_tracing, exporter_kinds
     from pacore_graph.tracing import TraceOptions
 
     capture = True if args.trace_content else None
-    if not args.trace:
-        yield TraceOptions(capture_content=capture)
-        return
     try:
-        provider = configure_tracing(args.trace)
+        kinds = exporter_kinds(args.trace)  # --trace, else OTEL_TRACES_EXPORTER
+        provider = configure_tracing(kinds) if kinds else None
     except TracingConfigError as exc:
         raise UsageError(str(exc)) from None
+    if provider is None:
+        yield TraceOptions(capture_content=capture)
+        return
     try:
         yield TraceOptions(tracer_provider=provider, capture_content=capture)
     finally:

@@ -26,6 +26,7 @@ from langchain_core.runnables import RunnableConfig
 
 from pacore_graph.batching import SampleBatcher
 from pacore_graph.errors import ModelCallError
+from pacore_graph.otel.spans import record_chat_request, record_chat_response
 from pacore_graph.records import Trajectory
 from pacore_graph.streaming import (
     StreamingChatClient,
@@ -107,6 +108,7 @@ class ChatExplorer:
         seed = task.seed
         if seed is not None and self.batcher.enabled:
             seed -= task.index  # one request for the round: one seed for the round
+        record_chat_request(self.batcher.client, seed=seed)  # on this explorer's span
         try:
             if task.stream and wants_tokens(config):
                 c = await self._stream(task, config, seed)
@@ -116,6 +118,7 @@ class ChatExplorer:
                 )
         except ModelCallError as exc:
             return failed_trajectory(task, str(exc))
+        record_chat_response(c.model)
         return Trajectory(
             round=task.round,
             index=task.index,

@@ -21,10 +21,11 @@ from typing import Any
 import pytest
 
 from pacore_graph.cli import main
+from pacore_graph.eval.datasets import sample_questions_path
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(__file__).parent / "data" / "pacore_sample_questions.jsonl"
+DATA = sample_questions_path()  # the copy the package ships, not one of its own
 REF_RE = re.compile(r"^Reference \d+:$", re.M)
 TRAJECTORY_KEYS = {
     "round",

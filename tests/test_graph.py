@@ -7,6 +7,7 @@ failure handling, composition, streaming and topology.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any, TypedDict
@@ -16,7 +17,9 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.graph import START, MessagesState, StateGraph
 
 from pacore_graph import (
+    OpenAICompatClient,
     PaCoReConfig,
+    PaCoReResult,
     RoundFailedError,
     SamplingParams,
     Trajectory,
@@ -25,9 +28,13 @@ from pacore_graph import (
 )
 from pacore_graph.explorer import ExploreTask, GraphExplorer
 from pacore_graph.prompts import render_synthesis
+from pacore_graph.testing import ScriptedServer
 from pacore_graph.testing.fake_client import FakeCall, FakeChatClient, FakeReply
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "pacore_graph.mmd"
+UPDATE_SNAPSHOTS_ENV = "PACORE_UPDATE_SNAPSHOTS"
+"""Set to ``1`` to write the snapshot instead of comparing against it (never implicit:
+a missing snapshot is a failure, or the test could not fail on a fresh checkout)."""
 
 
 def numbered(call: FakeCall) -> FakeReply:
@@ -191,9 +198,16 @@ async def test_astream_shows_progress_per_round() -> None:
 def test_topology_snapshot() -> None:
     graph = build_pacore_graph(FakeChatClient(), config=PaCoReConfig(rounds=[2]))
     mermaid = graph.get_graph().draw_mermaid()
-    if not SNAPSHOT.exists():  # first run writes it; review and commit the file
+    if os.environ.get(UPDATE_SNAPSHOTS_ENV) == "1":  # the explicit way to (re)write it
         SNAPSHOT.write_text(mermaid)
-    assert mermaid == SNAPSHOT.read_text()
+    assert SNAPSHOT.exists(), (
+        f"{SNAPSHOT} is missing: run with {UPDATE_SNAPSHOTS_ENV}=1 to write it, "
+        "then review and commit the file"
+    )
+    assert mermaid == SNAPSHOT.read_text(), (
+        f"the graph's topology changed; if on purpose, rerun with {UPDATE_SNAPSHOTS_ENV}=1 "
+        "and commit the new snapshot"
+    )
 
 
 async def test_a_compiled_subgraph_can_be_the_explorer() -> None:
@@ -236,15 +250,47 @@ def test_builder_rejects_bad_parts() -> None:
         build_pacore_graph(explorer=object())  # type: ignore[arg-type]
 
 
-async def test_one_graph_runs_in_separate_event_loops() -> None:
-    graph = build_pacore_graph(FakeChatClient(reply=numbered), config=PaCoReConfig(rounds=[2]))
-    first = await ainvoke_pacore(graph, "Q?")
-    assert first.answer == "ans-2-0"
+def test_one_graph_runs_in_separate_event_loops() -> None:
+    """One compiled graph serves two event loops, one after the other.
 
-
-def test_one_graph_runs_in_separate_event_loops_sync() -> None:
+    ``asyncio.run`` makes a new loop per call and closes it after, so the
+    second run must not reuse anything bound to the first loop (locks,
+    semaphores, pending batches); the loops are checked to be two.
+    """
     import asyncio
 
     graph = build_pacore_graph(FakeChatClient(reply=numbered), config=PaCoReConfig(rounds=[2]))
-    answers = [asyncio.run(ainvoke_pacore(graph, "Q?")).answer for _ in range(2)]
+    loops: list[asyncio.AbstractEventLoop] = []
+
+    async def run_once() -> str:
+        loops.append(asyncio.get_running_loop())
+        return (await ainvoke_pacore(graph, "Q?")).answer
+
+    answers = [asyncio.run(run_once()) for _ in range(2)]
     assert answers == ["ans-2-0", "ans-2-0"]
+    assert len(loops) == 2 and loops[0] is not loops[1]
+    assert loops[0].is_closed()  # the first loop was gone while the second ran
+
+
+def test_one_graph_and_its_http_client_serve_separate_event_loops() -> None:
+    """The same, over real HTTP: the client's aiohttp session must not cross loops."""
+    import asyncio
+
+    with ScriptedServer(model="m").run_in_thread() as server:
+        client = OpenAICompatClient(server.base_url, "m")
+        graph = build_pacore_graph(client, config=PaCoReConfig(rounds=[2]))
+        loops: list[asyncio.AbstractEventLoop] = []
+
+        async def run_once() -> PaCoReResult:
+            loops.append(asyncio.get_running_loop())
+            try:
+                return await ainvoke_pacore(graph, "Q?")
+            finally:
+                await client.aclose()  # this loop's session, closed before its loop
+
+        results = [asyncio.run(run_once()) for _ in range(2)]
+        requests = server.request_count
+    assert len(loops) == 2 and loops[0] is not loops[1] and loops[0].is_closed()
+    assert [r.failures for r in results] == [0, 0]
+    assert all(r.answer for r in results)
+    assert requests >= 2 * 2  # both runs reached the server (K=2, then the synthesis)

@@ -176,3 +176,54 @@ def test_cli_trace_console_keeps_stdout_clean() -> None:
     assert json.loads(proc.stdout)["answer"]
     assert '"name": "invoke_workflow pacore"' in proc.stderr
     assert '"name": "chat m"' in proc.stderr
+
+
+def _cli_run(base_url: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``pacore run --json`` without ``--trace``: only the environment can turn tracing on."""
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pacore_graph.cli",
+            "run",
+            "Q",
+            "--rounds",
+            "1",
+            "--base-url",
+            base_url,
+            "--model",
+            "m",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in {**os.environ, **env}.items() if v is not None},
+        timeout=120,
+        check=False,
+    )
+
+
+def test_cli_honours_otel_traces_exporter(receiver: Receiver) -> None:
+    with ScriptedServer(model="m").run_in_thread() as model_server:
+        console = _cli_run(model_server.base_url, {"OTEL_TRACES_EXPORTER": "console"})
+        silent = _cli_run(model_server.base_url, {"OTEL_TRACES_EXPORTER": "none"})
+        otlp = _cli_run(
+            model_server.base_url,
+            {
+                "OTEL_TRACES_EXPORTER": "otlp",
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"{receiver.url}/v1/traces",
+            },
+        )
+        wrong = _cli_run(model_server.base_url, {"OTEL_TRACES_EXPORTER": "zipkin"})
+    assert console.returncode == 0, console.stderr
+    assert json.loads(console.stdout)["answer"]  # spans go to stderr, stdout stays JSON
+    assert '"name": "chat m"' in console.stderr
+    assert '"gen_ai.provider.name": "openai_compatible"' in console.stderr
+    assert '"server.address": "127.0.0.1"' in console.stderr
+    assert silent.returncode == 0 and '"name": "chat m"' not in silent.stderr
+    assert otlp.returncode == 0, otlp.stderr
+    names = [s["name"] for s in receiver.spans()]
+    assert names.count("chat m") == 2 and names.count("invoke_workflow pacore") == 1
+    assert wrong.returncode == 2
+    assert "OTEL_TRACES_EXPORTER='zipkin'" in wrong.stderr
+    assert "Traceback" not in wrong.stderr

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from pacore_graph import PaCoReConfig, build_pacore_graph
+from pacore_graph.eval.datasets import sample_questions_path
 from pacore_graph.runner import (
     DatasetRecord,
     finished_ids,
@@ -24,7 +25,7 @@ from pacore_graph.runner import (
 )
 from pacore_graph.testing.fake_client import FakeCall, FakeChatClient, FakeReply
 
-DATA = Path(__file__).parent / "data" / "pacore_sample_questions.jsonl"
+DATA = sample_questions_path()  # the copy the package ships, not one of its own
 SAMPLE_IDS = ["math_001", "math_002", "logic_001", "code_001", "physics_001"]
 
 

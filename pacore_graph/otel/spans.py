@@ -1,0 +1,492 @@
+"""OpenTelemetry spans of a PaCoRe run, following the GenAI semantic conventions.
+
+(Where spans *go* is set up in :mod:`pacore_graph.otel.exporters`; attribute
+names and the provider rule are in :mod:`pacore_graph.otel.conventions`.)
+
+Written against the OpenTelemetry *API*: with no SDK provider configured every
+call is a no-op, and a run that is not being recorded stops making spans
+after its first one, so tracing that nobody collects costs one span per run.
+
+The tree of one run::
+
+    invoke_workflow pacore                 (run id, preset, K vector, answer size, TTC)
+    ├── pacore.round 0                     (K, input messages and size, failures)
+    │   ├── chat {model}  x K              (GenAI request/usage/finish attributes)
+    │   └── pacore.compact conclusion      (sizes before and after)
+    ├── pacore.round 1
+    │   ├── chat {model}  --links-->  the round-0 chat spans whose messages it read
+    │   ...
+
+Message passing is drawn with span *links*: every explorer span of round r+1
+links to the explorer spans of round r whose messages were in its prompt, with
+the reference's position (1-based, as in the prompt) as a link attribute.
+``gen_ai.conversation.id`` is the run id on every span, so Langfuse groups a
+run as one session. A chat span also says where the call went
+(``server.address``/``server.port``), who serves the model
+(``gen_ai.provider.name``, see :func:`~pacore_graph.otel.conventions.provider_name`),
+the seed sent (``gen_ai.request.seed``) and the model that answered
+(``gen_ai.response.model``); the explorer reports the request and the response
+with :func:`record_chat_request` and :func:`record_chat_response`. Prompt and
+completion text are recorded only when asked (``capture_content=True`` or
+``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, StatusCode, Tracer
+
+from pacore_graph.config import PaCoReConfig
+from pacore_graph.otel.conventions import (
+    CHAT,
+    ERROR_TYPE,
+    EXECUTE_TOOL,
+    GEN_AI_AGENT_NAME,
+    GEN_AI_CONVERSATION_ID,
+    GEN_AI_INPUT_MESSAGES,
+    GEN_AI_OPERATION_NAME,
+    GEN_AI_OUTPUT_MESSAGES,
+    GEN_AI_PROVIDER_NAME,
+    GEN_AI_REQUEST_MAX_TOKENS,
+    GEN_AI_REQUEST_MODEL,
+    GEN_AI_REQUEST_SEED,
+    GEN_AI_REQUEST_TEMPERATURE,
+    GEN_AI_REQUEST_TOP_P,
+    GEN_AI_RESPONSE_FINISH_REASONS,
+    GEN_AI_RESPONSE_MODEL,
+    GEN_AI_TOOL_CALL_ARGUMENTS,
+    GEN_AI_TOOL_NAME,
+    GEN_AI_USAGE_INPUT_TOKENS,
+    GEN_AI_USAGE_OUTPUT_TOKENS,
+    GEN_AI_WORKFLOW_NAME,
+    INVOKE_AGENT,
+    INVOKE_WORKFLOW,
+    OPENAI_COMPATIBLE,
+    SCHEMA_URL,
+    SERVER_ADDRESS,
+    SERVER_PORT,
+    provider_name,
+    server_address_and_port,
+)
+from pacore_graph.records import PaCoReResult, Trajectory
+
+__all__ = [
+    "CAPTURE_CONTENT_ENV",
+    "INSTRUMENTATION_NAME",
+    "RunTracer",
+    "TraceOptions",
+    "capture_content_from_env",
+    "model_step_span",
+    "record_chat_request",
+    "record_chat_response",
+    "tool_span",
+]
+
+CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+INSTRUMENTATION_NAME = "pacore_graph"
+
+
+def _version() -> str:
+    # Imported late: pacore_graph/__init__.py imports the graph, which imports this.
+    from pacore_graph import __version__
+
+    return __version__
+
+
+@dataclass(frozen=True, slots=True)
+class _Active:
+    tracer: Tracer
+    capture: bool
+    model: str
+    provider: str
+    conversation_id: str
+    declared_provider: str | None = None
+
+
+#: The tracer of the explorer span in progress, so spans made deeper down (a
+#: tool explorer's tool calls and model steps, in a subgraph) go to the same
+#: provider as the run's, not to the global one. Context variables follow
+#: asyncio tasks, which is how LangGraph runs subgraph nodes.
+_ACTIVE: ContextVar[_Active | None] = ContextVar("pacore_active_tracer", default=None)
+
+
+@contextmanager
+def tool_span(name: str, arguments: Mapping[str, Any]) -> Iterator[Span | None]:
+    """An ``execute_tool {name}`` span under the current explorer span (None if not tracing)."""
+    active = _ACTIVE.get()
+    if active is None:
+        yield None
+        return
+    attrs: dict[str, Any] = {
+        GEN_AI_OPERATION_NAME: EXECUTE_TOOL,
+        GEN_AI_TOOL_NAME: name,
+        GEN_AI_CONVERSATION_ID: active.conversation_id,
+    }
+    if active.capture:
+        attrs[GEN_AI_TOOL_CALL_ARGUMENTS] = json.dumps(dict(arguments), default=str)
+    with active.tracer.start_as_current_span(
+        f"execute_tool {name}", kind=SpanKind.INTERNAL, attributes=attrs
+    ) as span:
+        yield span
+
+
+@contextmanager
+def model_step_span(
+    model: str | None = None, messages_json: str | None = None
+) -> Iterator[Span | None]:
+    """A ``chat {model}`` span for one model call inside a multi-step explorer."""
+    active = _ACTIVE.get()
+    if active is None:
+        yield None
+        return
+    model = model or active.model
+    attrs: dict[str, Any] = {
+        GEN_AI_OPERATION_NAME: CHAT,
+        GEN_AI_PROVIDER_NAME: active.provider,
+        GEN_AI_REQUEST_MODEL: model,
+        GEN_AI_CONVERSATION_ID: active.conversation_id,
+    }
+    if active.capture and messages_json is not None:
+        attrs[GEN_AI_INPUT_MESSAGES] = messages_json
+    with active.tracer.start_as_current_span(
+        f"chat {model}", kind=SpanKind.CLIENT, attributes=attrs
+    ) as span:
+        yield span
+
+
+def record_chat_request(client: Any, *, seed: int | None = None) -> None:
+    """Put where a chat call goes on the current explorer span: server, provider, seed.
+
+    Called by an explorer just before it sends the request, with the client
+    it sends it through (its ``base_url`` gives ``server.address`` and
+    ``server.port``, and its optional ``provider_name`` names the server)
+    and the seed actually sent. Does nothing outside a recorded explorer span.
+    """
+    active = _ACTIVE.get()
+    span = trace.get_current_span()
+    if active is None or not span.is_recording():
+        return
+    base_url = getattr(client, "base_url", None)
+    base_url = base_url if isinstance(base_url, str) else None
+    declared = active.declared_provider or getattr(client, "provider_name", None)
+    attrs: dict[str, Any] = {
+        GEN_AI_PROVIDER_NAME: provider_name(
+            base_url, declared=declared if isinstance(declared, str) else None
+        )
+    }
+    address = server_address_and_port(base_url)
+    if address is not None:
+        attrs[SERVER_ADDRESS], attrs[SERVER_PORT] = address
+    if seed is not None:
+        attrs[GEN_AI_REQUEST_SEED] = seed
+    span.set_attributes(attrs)
+
+
+def record_chat_response(model: str | None) -> None:
+    """Put the model that answered (``gen_ai.response.model``) on the current explorer span."""
+    if _ACTIVE.get() is None or not model:
+        return
+    span = trace.get_current_span()
+    if span.is_recording():
+        span.set_attribute(GEN_AI_RESPONSE_MODEL, model)
+
+
+def capture_content_from_env(env: Mapping[str, str] = os.environ) -> bool:
+    """The GenAI conventions' opt-in switch for recording message content."""
+    return env.get(CAPTURE_CONTENT_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TraceOptions:
+    """How a graph traces. ``tracer_provider=None`` uses the global one (set by the user).
+
+    ``enabled=False`` makes no span calls at all; ``capture_content=None`` reads
+    the environment variable of the GenAI conventions. ``provider_name``
+    names the server for ``gen_ai.provider.name`` (e.g. ``"vllm"``); ``None``
+    infers it from the client's base URL
+    (:func:`~pacore_graph.otel.conventions.provider_name`).
+    """
+
+    enabled: bool = True
+    tracer_provider: Any = None
+    capture_content: bool | None = None
+    provider_name: str | None = None
+
+
+def _messages_json(messages: Sequence[Mapping[str, Any]]) -> str:
+    return json.dumps(
+        [
+            {"role": m.get("role"), "parts": [{"type": "text", "content": m.get("content")}]}
+            for m in messages
+        ],
+        ensure_ascii=False,
+    )
+
+
+def _output_json(t: Trajectory) -> str:
+    parts: list[dict[str, Any]] = []
+    if t.reasoning:
+        parts.append({"type": "reasoning", "content": t.reasoning})
+    parts.append({"type": "text", "content": t.content})
+    return json.dumps(
+        [{"role": "assistant", "parts": parts, "finish_reason": t.finish_reason}],
+        ensure_ascii=False,
+    )
+
+
+@dataclass(slots=True)
+class _RunState:
+    span: Span
+    recording: bool
+    round_span: Span | None = None
+    # Span contexts of the previous and current round's explorers, by index.
+    previous: dict[int, SpanContext] = field(default_factory=dict)
+    current: dict[int, SpanContext] = field(default_factory=dict)
+
+
+class RunTracer:
+    """Span bookkeeping for every run of one compiled graph.
+
+    LangGraph nodes of one run execute as separate tasks, so the run and round
+    spans live here between nodes, keyed by run id, and end when the run ends
+    or fails.
+    """
+
+    def __init__(self, options: TraceOptions, *, config: PaCoReConfig, model: str | None) -> None:
+        self.options = options
+        self.model = model or "unknown"
+        self.config = config
+        self.capture = (
+            options.capture_content
+            if options.capture_content is not None
+            else capture_content_from_env()
+        )
+        self._tracer: Tracer | None = (
+            trace.get_tracer(
+                INSTRUMENTATION_NAME,
+                _version(),
+                tracer_provider=options.tracer_provider,
+                schema_url=SCHEMA_URL,
+            )
+            if options.enabled
+            else None
+        )
+        self._runs: dict[str, _RunState] = {}
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ run
+    def start_run(self, run_id: str, schedule: Sequence[int], preset: str | None) -> None:
+        if self._tracer is None:
+            return
+        span = self._tracer.start_span(
+            "invoke_workflow pacore",
+            kind=SpanKind.INTERNAL,
+            attributes={
+                GEN_AI_OPERATION_NAME: INVOKE_WORKFLOW,
+                GEN_AI_WORKFLOW_NAME: "pacore",
+                GEN_AI_CONVERSATION_ID: run_id,
+                GEN_AI_REQUEST_MODEL: self.model,
+                "pacore.run_id": run_id,
+                "pacore.preset": preset or "custom",
+                "pacore.rounds": list(self.config.rounds),
+                "pacore.schedule": list(schedule),
+            },
+        )
+        with self._lock:
+            self._runs[run_id] = _RunState(span=span, recording=span.is_recording())
+
+    def _state(self, run_id: str) -> _RunState | None:
+        state = self._runs.get(run_id)
+        return state if state is not None and state.recording else None
+
+    def end_run(self, run_id: str, result: PaCoReResult) -> None:
+        with self._lock:
+            state = self._runs.pop(run_id, None)
+        if state is None:
+            return
+        if state.recording:
+            state.span.set_attributes(
+                {
+                    "pacore.answer.length": len(result.answer),
+                    "pacore.effective_ttc": result.effective_ttc,
+                    "pacore.ttc_per_round": list(result.ttc_per_round),
+                    "pacore.trajectories": len(result.trajectories),
+                    "pacore.failures": result.failures,
+                    "pacore.truncations": result.truncations,
+                    GEN_AI_USAGE_OUTPUT_TOKENS: result.effective_ttc,
+                }
+            )
+        state.span.end()
+
+    def fail_run(self, run_id: str | None, exc: BaseException) -> None:
+        """End the run's open spans with an error status (called when any node raises)."""
+        if run_id is None:
+            return
+        with self._lock:
+            state = self._runs.pop(run_id, None)
+        if state is None:
+            return
+        for span in (state.round_span, state.span):
+            if span is not None:
+                span.record_exception(exc)
+                span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+                span.end()
+
+    # ---------------------------------------------------------------- round
+    def start_round(self, run_id: str, index: int, width: int, references: Sequence[str]) -> None:
+        state = self._state(run_id)
+        if state is None or self._tracer is None:
+            return
+        state.round_span = self._tracer.start_span(
+            f"pacore.round {index}",
+            context=trace.set_span_in_context(state.span),
+            attributes={
+                GEN_AI_CONVERSATION_ID: run_id,
+                "pacore.round.index": index,
+                "pacore.round.k": width,
+                "pacore.round.input_messages": len(references),
+                "pacore.round.input_chars": sum(len(r) for r in references),
+            },
+        )
+        state.previous, state.current = state.current, {}
+
+    def end_round(self, run_id: str, trajectories: Sequence[Trajectory]) -> None:
+        state = self._state(run_id)
+        if state is None or state.round_span is None:
+            return
+        failures = sum(t.failed for t in trajectories)
+        state.round_span.set_attributes(
+            {
+                "pacore.round.failures": failures,
+                "pacore.round.output_tokens": sum(t.completion_tokens for t in trajectories),
+                "pacore.round.truncations": sum(t.truncated for t in trajectories),
+            }
+        )
+        if failures == len(trajectories):
+            state.round_span.set_status(Status(StatusCode.ERROR, "every explorer call failed"))
+        state.round_span.end()
+        state.round_span = None
+
+    # ------------------------------------------------------------- explorer
+    @contextmanager
+    def explorer(
+        self,
+        run_id: str,
+        index: int,
+        references: Sequence[int],
+        messages: Sequence[Mapping[str, Any]],
+        name: str | None = None,
+    ) -> Iterator[_ExplorerSpan]:
+        """A ``chat {model}`` span (or ``invoke_agent`` for a graph explorer)."""
+        state = self._state(run_id)
+        if state is None or state.round_span is None or self._tracer is None:
+            yield _ExplorerSpan(None, self)
+            return
+        links = [
+            Link(
+                state.previous[ref],
+                {"pacore.reference.position": pos, "pacore.reference.index": ref},
+            )
+            for pos, ref in enumerate(references, start=1)
+            if ref in state.previous
+        ]
+        sampling = self.config.sampling
+        attrs: dict[str, Any] = {
+            GEN_AI_OPERATION_NAME: CHAT if name is None else INVOKE_AGENT,
+            GEN_AI_REQUEST_MODEL: self.model,
+            GEN_AI_REQUEST_TEMPERATURE: sampling.temperature,
+            GEN_AI_REQUEST_TOP_P: sampling.top_p,
+            GEN_AI_CONVERSATION_ID: run_id,
+            "pacore.explorer.index": index,
+        }
+        if self.options.provider_name:
+            # Known up front; otherwise the explorer reports it with the request.
+            attrs[GEN_AI_PROVIDER_NAME] = self.options.provider_name
+        if sampling.max_tokens is not None:
+            attrs[GEN_AI_REQUEST_MAX_TOKENS] = sampling.max_tokens
+        if name is not None:
+            attrs[GEN_AI_AGENT_NAME] = name
+        if self.capture:
+            attrs[GEN_AI_INPUT_MESSAGES] = _messages_json(messages)
+        span = self._tracer.start_span(
+            f"chat {self.model}" if name is None else f"invoke_agent {name}",
+            context=trace.set_span_in_context(state.round_span),
+            kind=SpanKind.CLIENT if name is None else SpanKind.INTERNAL,
+            attributes=attrs,
+            links=links,
+        )
+        state.current[index] = span.get_span_context()
+        token = _ACTIVE.set(
+            _Active(
+                self._tracer,
+                self.capture,
+                self.model,
+                self.options.provider_name or OPENAI_COMPATIBLE,
+                run_id,
+                self.options.provider_name,
+            )
+        )
+        try:
+            with trace.use_span(span, end_on_exit=True, record_exception=True):
+                yield _ExplorerSpan(span, self)
+        finally:
+            _ACTIVE.reset(token)
+
+    # ----------------------------------------------------------- compaction
+    def compaction(self, run_id: str, compactor: str, trajectories: Sequence[Trajectory]) -> None:
+        state = self._state(run_id)
+        if state is None or state.round_span is None or self._tracer is None:
+            return
+        ok = [t for t in trajectories if not t.failed]
+        span = self._tracer.start_span(
+            f"pacore.compact {compactor}",
+            context=trace.set_span_in_context(state.round_span),
+            attributes={
+                GEN_AI_CONVERSATION_ID: run_id,
+                "pacore.compactor": compactor,
+                "pacore.compact.messages": len(ok),
+                "pacore.compact.chars_before": sum(len(t.content) for t in ok),
+                "pacore.compact.chars_after": sum(len(t.message or "") for t in ok),
+            },
+        )
+        span.end()
+
+
+class _ExplorerSpan:
+    """Lets the explore node put the trajectory's outcome on its span."""
+
+    __slots__ = ("_span", "_tracer")
+
+    def __init__(self, span: Span | None, tracer: RunTracer) -> None:
+        self._span = span
+        self._tracer = tracer
+
+    def record(self, t: Trajectory) -> None:
+        span = self._span
+        if span is None:
+            return
+        span.set_attributes(
+            {
+                GEN_AI_USAGE_INPUT_TOKENS: t.prompt_tokens,
+                GEN_AI_USAGE_OUTPUT_TOKENS: t.completion_tokens,
+                GEN_AI_RESPONSE_FINISH_REASONS: [t.finish_reason or ("error" if t.failed else "")],
+                "pacore.latency_s": t.latency_s,
+                "pacore.truncated": t.truncated,
+                "pacore.tokens_estimated": t.tokens_estimated,
+                "pacore.tool_calls": len(t.tool_calls),
+            }
+        )
+        if t.failed:
+            span.set_status(Status(StatusCode.ERROR, t.error or "failed"))
+            span.set_attribute(ERROR_TYPE, (t.error or "error").split(":", 1)[0][:100])
+        elif self._tracer.capture:
+            span.set_attribute(GEN_AI_OUTPUT_MESSAGES, _output_json(t))
