@@ -37,7 +37,7 @@ from pacore_graph.records import PaCoReResult, Trajectory
 from pacore_graph.tool_explorer import ToolSession, build_tool_explorer
 from pacore_graph.tools.code_executor import make_code_tools
 from pacore_graph.tools.sandbox import CodeExecutor, ExecRequest, LocalSandbox, SandboxLimits
-from pacore_graph.workspace import apply_diff, changed_files, copy_tree, list_tree, tree_diff
+from pacore_graph.tools.workspace import apply_diff, changed_files, copy_tree, list_tree, tree_diff
 
 __all__ = [
     "SWE_LIMITS",
