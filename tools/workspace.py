@@ -11,6 +11,8 @@ a fresh copy, then tested.
 from __future__ import annotations
 
 import difflib
+import filecmp
+import os
 import shutil
 import subprocess
 from collections.abc import Iterable
@@ -18,12 +20,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
+    "DEFAULT_MAX_DIFF_BYTES",
+    "DEFAULT_MAX_DIFF_FILE_BYTES",
     "IGNORED_NAMES",
     "ApplyResult",
+    "TreeDiff",
     "apply_diff",
     "changed_files",
     "copy_tree",
+    "diff_trees",
     "list_tree",
+    "quote_path",
     "tree_diff",
 ]
 
@@ -62,14 +69,21 @@ def copy_tree(src: Path, dst: Path) -> Path:
 
 
 def _files(root: Path) -> dict[str, Path]:
+    """Regular files of the tree by relative path; symlinks and ignored names left out.
+
+    ``os.walk`` never follows a symlinked directory, so a link the code
+    planted cannot make the walk leave the tree or loop.
+    """
     out: dict[str, Path] = {}
-    for path in sorted(root.rglob("*")):
-        rel = path.relative_to(root)
-        if any(_ignored(part) for part in rel.parts):
-            continue
-        if path.is_file() and not path.is_symlink():
-            out[rel.as_posix()] = path
-    return out
+    for top, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not _ignored(d))
+        for name in sorted(files):
+            if _ignored(name):
+                continue
+            path = Path(top) / name
+            if path.is_file() and not path.is_symlink():
+                out[path.relative_to(root).as_posix()] = path
+    return dict(sorted(out.items()))
 
 
 def list_tree(root: Path) -> list[str]:
@@ -77,14 +91,58 @@ def list_tree(root: Path) -> list[str]:
     return list(_files(root))
 
 
-def _lines(path: Path | None) -> list[str] | None:
-    """The file's lines, or None for a binary file (diffed as 'binary files differ')."""
+def changed_files(original: Path, modified: Path) -> list[str]:
+    """Relative paths that differ (added, removed or changed); compared in chunks."""
+    a, b = _files(original), _files(modified)
+    return sorted(
+        p
+        for p in set(a) | set(b)
+        if p not in a or p not in b or not filecmp.cmp(a[p], b[p], shallow=False)
+    )
+
+
+# git's C-style quoting of a path (``core.quotePath``): what ``git apply`` reads back.
+_ESCAPES = {7: "\\a", 8: "\\b", 9: "\\t", 10: "\\n", 11: "\\v", 12: "\\f", 13: "\\r",
+            34: '\\"', 92: "\\\\"}  # fmt: skip
+
+
+def quote_path(path: str) -> str:
+    """``path`` as git writes it in a diff header: as is, or C-quoted in double quotes.
+
+    A name holding a newline, a tab, a quote, a backslash or a non-ASCII or
+    undecodable byte is quoted (``"a/x\\ny"``), so no file name can inject
+    lines into a diff or make ``git apply`` refuse it.
+    """
+    raw = os.fsencode(path)
+    if all(0x20 <= c < 0x7F and c not in (34, 92) for c in raw):
+        return path
+    out = []
+    for c in raw:
+        if c in _ESCAPES:
+            out.append(_ESCAPES[c])
+        elif 0x20 <= c < 0x7F:
+            out.append(chr(c))
+        else:
+            out.append(f"\\{c:03o}")
+    return '"' + "".join(out) + '"'
+
+
+def _text_lines(path: Path | None) -> list[str] | None:
+    """The file's lines, or None when it is not UTF-8 text (not diffable as text)."""
     if path is None:
         return []
     data = path.read_bytes()
     if b"\0" in data:
         return None
-    return data.decode("utf-8", "replace").splitlines(keepends=True)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    # Lines end at "\n" only, as for git: str.splitlines would also cut at "\r",
+    # form feeds or U+2028 and give hunks that match nothing.
+    lines = [line + "\n" for line in text.split("\n")]
+    lines[-1] = lines[-1][:-1]
+    return lines if lines[-1] else lines[:-1]
 
 
 def _with_newline(lines: Iterable[str]) -> list[str]:
@@ -98,39 +156,83 @@ def _with_newline(lines: Iterable[str]) -> list[str]:
     return out
 
 
-def changed_files(original: Path, modified: Path) -> list[str]:
-    """Relative paths that differ (added, removed or changed)."""
-    a, b = _files(original), _files(modified)
-    return sorted(
-        p
-        for p in set(a) | set(b)
-        if p not in a or p not in b or a[p].read_bytes() != b[p].read_bytes()
-    )
+DEFAULT_MAX_DIFF_BYTES = 1024 * 1024
+"""Largest diff :func:`diff_trees` returns (1 MiB): whole files beyond are left out."""
+
+DEFAULT_MAX_DIFF_FILE_BYTES = 1024 * 1024
+"""Largest file diffed as text (1 MiB): bigger ones are left out, never read whole."""
 
 
-def tree_diff(original: Path, modified: Path) -> str:
-    """A unified diff (``git apply`` format, ``a/`` and ``b/`` prefixes) of two trees."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TreeDiff:
+    """A diff of two trees that ``git apply`` accepts whole, and what it had to leave out.
+
+    Every file in :attr:`text` is complete: a cap leaves whole files out
+    (listed in :attr:`left_out` with the reason) instead of cutting one in
+    the middle, so what is there always applies.
+    """
+
+    text: str
+    left_out: tuple[str, ...] = ()
+
+    @property
+    def complete(self) -> bool:
+        return not self.left_out
+
+
+def diff_trees(
+    original: Path,
+    modified: Path,
+    *,
+    max_bytes: int = DEFAULT_MAX_DIFF_BYTES,
+    max_file_bytes: int = DEFAULT_MAX_DIFF_FILE_BYTES,
+) -> TreeDiff:
+    """A unified diff (``git apply`` format, ``a/`` and ``b/`` prefixes) of two trees.
+
+    Memory stays bounded by the caps whatever the trees hold: a file over
+    ``max_file_bytes`` is never read, and diffing stops adding files once the
+    text would pass ``max_bytes``. Binary and non-UTF-8 files are left out
+    too (a "Binary files differ" line would make ``git apply`` refuse the
+    whole diff).
+    """
     a, b = _files(original), _files(modified)
     chunks: list[str] = []
+    size = 0
+    left_out: list[str] = []
     for rel in changed_files(original, modified):
         old, new = a.get(rel), b.get(rel)
-        old_lines, new_lines = _lines(old), _lines(new)
-        header = f"diff --git a/{rel} b/{rel}\n"
+        name = quote_path(rel)
+        if any(p is not None and p.stat().st_size > max_file_bytes for p in (old, new)):
+            left_out.append(f"{name}: over {max_file_bytes} bytes, not diffed")
+            continue
+        old_lines, new_lines = _text_lines(old), _text_lines(new)
+        if old_lines is None or new_lines is None:
+            left_out.append(f"{name}: binary or not UTF-8, not diffed")
+            continue
+        header = f"diff --git {quote_path('a/' + rel)} {quote_path('b/' + rel)}\n"
         if old is None:
             header += "new file mode 100644\n"
         elif new is None:
             header += "deleted file mode 100644\n"
-        if old_lines is None or new_lines is None:
-            chunks.append(header + f"Binary files a/{rel} and b/{rel} differ\n")
-            continue
         body = difflib.unified_diff(
             old_lines,
             new_lines,
-            fromfile=f"a/{rel}" if old is not None else "/dev/null",
-            tofile=f"b/{rel}" if new is not None else "/dev/null",
+            fromfile=quote_path("a/" + rel) if old is not None else "/dev/null",
+            tofile=quote_path("b/" + rel) if new is not None else "/dev/null",
         )
-        chunks.append(header + "".join(_with_newline(body)))
-    return "".join(chunks)
+        chunk = header + "".join(_with_newline(body))
+        chunk_size = len(chunk.encode("utf-8"))
+        if size + chunk_size > max_bytes:
+            left_out.append(f"{name}: the diff would pass {max_bytes} bytes")
+            continue
+        chunks.append(chunk)
+        size += chunk_size
+    return TreeDiff(text="".join(chunks), left_out=tuple(left_out))
+
+
+def tree_diff(original: Path, modified: Path) -> str:
+    """The text of :func:`diff_trees` with its default caps."""
+    return diff_trees(original, modified).text
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
