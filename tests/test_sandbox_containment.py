@@ -80,12 +80,12 @@ def _tree_bytes(root: Path) -> int:
 # --------------------------------------------------------------------------- 1: parent death
 
 _DRIVER = """
-import sys
+import os
 from pacore_graph.tools.sandbox import ExecRequest, LocalSandbox, SandboxLimits
 sb = LocalSandbox(SandboxLimits(wall_time_s=60.0, cpu_time_s=60))
 sb.start()
 print("started", flush=True)
-sb.execute(ExecRequest(code="import time\\ntime.sleep(600)  # " + sys.argv[1]))
+sb.execute(ExecRequest(code="import time\\ntime.sleep(600)  # " + os.environ["TOKEN"]))
 """
 
 
@@ -93,8 +93,11 @@ sb.execute(ExecRequest(code="import time\\ntime.sleep(600)  # " + sys.argv[1]))
 def test_code_dies_with_the_process_that_called_execute(sig: int) -> None:
     """Issue 11.1: after the parent is killed, the launcher must not run on under PID 1."""
     token = uuid.uuid4().hex
-    driver = subprocess.Popen(
-        [sys.executable, "-c", _DRIVER, token], stdout=subprocess.PIPE, text=True
+    driver = subprocess.Popen(  # the token in the environment: only the code has it in argv
+        [sys.executable, "-c", _DRIVER],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "TOKEN": token},
     )
     try:
         assert driver.stdout is not None and driver.stdout.readline().strip() == "started"
@@ -185,9 +188,7 @@ def test_a_hard_link_into_the_workspace_is_not_written_through(
     ws = tmp_path / "ws"
     ws.mkdir()
     os.link(outside, ws / "link.txt")
-    result = sandbox.execute(
-        ExecRequest(code="open('link.txt', 'w').write('changed')", workdir=ws)
-    )
+    result = sandbox.execute(ExecRequest(code="open('link.txt', 'w').write('changed')", workdir=ws))
     assert result.ok, result.stderr
     assert outside.read_text() == "original"
     assert (ws / "link.txt").read_text() == "changed"
