@@ -36,11 +36,12 @@ from pacore_graph.graph import ainvoke_pacore, build_pacore_graph
 from pacore_graph.records import PaCoReResult, Trajectory
 from pacore_graph.tool_explorer import ToolSession, build_tool_explorer
 from pacore_graph.tools.code_executor import make_code_tools
-from pacore_graph.tools.sandbox import CodeExecutor, ExecRequest, LocalSandbox, SandboxLimits
-from pacore_graph.workspace import apply_diff, changed_files, copy_tree, list_tree, tree_diff
+from pacore_graph.tools.sandbox import MIB, CodeExecutor, ExecRequest, LocalSandbox, SandboxLimits
+from pacore_graph.tools.workspace import apply_diff, changed_files, copy_tree, diff_trees, list_tree
 
 __all__ = [
     "SWE_LIMITS",
+    "SWE_MAX_DIFF_CHARS",
     "SWE_SYSTEM_PROMPT",
     "SWECompactor",
     "SWEOutcome",
@@ -57,8 +58,20 @@ run_python(code) and run_tests() (runs the project's test command).
 Read the relevant code, edit the files to fix the issue, run the tests, and when you are
 done answer with a short explanation of the fix, without calling a tool."""
 
-#: Sandbox limits for SWE work: test suites need more time and memory than snippets.
-SWE_LIMITS = SandboxLimits(wall_time_s=120.0, cpu_time_s=120, memory_bytes=2048 * 1024 * 1024)
+#: Sandbox limits for SWE work: test suites need more time and memory than snippets,
+#: but one call as a whole stays within 2 GiB of process memory and a 512 MiB
+#: workspace (which lives in memory while the call runs).
+SWE_LIMITS = SandboxLimits(
+    wall_time_s=120.0,
+    cpu_time_s=120,
+    memory_bytes=2048 * MIB,
+    max_total_memory_bytes=2048 * MIB,
+    max_workspace_bytes=512 * MIB,
+)
+
+#: Most characters of one attempt's diff passed on to the next round (the rest is cut,
+#: with a note); the full diff, itself capped by ``diff_trees``, stays in the artifacts.
+SWE_MAX_DIFF_CHARS = 16_000
 
 _TEST_TAIL_CHARS = 1500
 
@@ -122,7 +135,7 @@ class SWESession:
         return result.to_tool_output()
 
     async def finish(self, trajectory: Trajectory) -> Trajectory:
-        diff = tree_diff(self.repo, self.workspace)
+        diff = diff_trees(self.repo, self.workspace)
         result = await self.executor.aexecute(
             ExecRequest(code=self.test_command, language="bash", workdir=self.workspace)
         )
@@ -133,7 +146,8 @@ class SWESession:
             trajectory,
             artifacts={
                 **trajectory.artifacts,
-                "diff": diff,
+                "diff": diff.text,
+                "diff_left_out": list(diff.left_out),
                 "files_changed": changed_files(self.repo, self.workspace),
                 "tests_passed": passed,
                 "test_summary": summary.strip(),
@@ -149,10 +163,17 @@ class SWECompactor:
     """The message of an attempt: its diff, its test outcome, and its short explanation."""
 
     name: str = "swe"
+    max_diff_chars: int = SWE_MAX_DIFF_CHARS
 
     def compact(self, trajectory: Trajectory) -> str:
         art = trajectory.artifacts
         diff = str(art.get("diff") or "").strip() or "(no changes)"
+        if len(diff) > self.max_diff_chars:
+            cut = len(diff) - self.max_diff_chars
+            diff = f"{diff[: self.max_diff_chars]}\n[... diff cut: {cut} more characters]"
+        left_out = [str(x) for x in art.get("diff_left_out") or ()]
+        if left_out:
+            diff += "\n[changes not in the diff: " + "; ".join(left_out[:20]) + "]"
         tests = str(art.get("test_summary") or "not run")
         explanation = split_conclusion(trajectory.content).strip()
         return (

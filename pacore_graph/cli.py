@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -57,8 +58,13 @@ def _rounds(text: str) -> list[int]:
         ) from None
 
 
-def _add_model_args(p: argparse.ArgumentParser) -> None:
-    """Options shared by every command that talks to a model."""
+def _add_model_args(p: argparse.ArgumentParser, *, text_graph: bool = True) -> None:
+    """Options shared by every command that talks to a model.
+
+    ``text_graph=False`` (``swe``) leaves out what only the text graph uses
+    (compactor, batching, client choice, log-probs, token ids, progress bar),
+    so no flag is listed that would do nothing.
+    """
     p.add_argument(
         "--base-url",
         action="append",
@@ -67,9 +73,12 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--model", help="served model name (required with --base-url)")
     p.add_argument("--api-key", help="API key (default: $PACORE_API_KEY or $OPENAI_API_KEY)")
-    p.add_argument(
-        "--compactor", default="conclusion", help="conclusion | answer | budget:N | module:attr"
-    )
+    if text_graph:
+        p.add_argument(
+            "--compactor",
+            default="conclusion",
+            help="conclusion | answer | budget:N | module:attr",
+        )
     p.add_argument(
         "--max-concurrency", type=int, help="model calls in flight at most, shared by all problems"
     )
@@ -78,16 +87,17 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-tokens", type=int, default=None, help="per call (default: unset)")
     p.add_argument("--timeout", type=float, default=None, help="seconds per model call")
     p.add_argument("--seed", type=int, default=None, help="sampling seed sent to the server")
-    p.add_argument(
-        "--logprobs",
-        action="store_true",
-        help="ask for token log-probabilities (kept in trajectories, for RL export)",
-    )
-    p.add_argument(
-        "--token-ids",
-        action="store_true",
-        help="ask vLLM for completion token ids (return_token_ids), for RL export",
-    )
+    if text_graph:
+        p.add_argument(
+            "--logprobs",
+            action="store_true",
+            help="ask for token log-probabilities (kept in trajectories, for RL export)",
+        )
+        p.add_argument(
+            "--token-ids",
+            action="store_true",
+            help="ask vLLM for completion token ids (return_token_ids), for RL export",
+        )
     p.add_argument("--shuffle-seed", type=int, default=None, help="reference shuffle seed")
     p.add_argument(
         "--reference-order",
@@ -97,13 +107,14 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
         "PaCoRe pipeline; 'compacted' drops failed/empty messages, then sorts compacted ones",
     )
     p.add_argument("--retries", type=int, default=None, help="attempts per call (default 4)")
-    p.add_argument(
-        "--client",
-        choices=["direct", "langchain"],
-        default="direct",
-        help="direct aiohttp client (fast) or LangChain ChatOpenAI",
-    )
-    p.add_argument("--no-batch", action="store_true", help="one request per explorer, not n=K")
+    if text_graph:
+        p.add_argument(
+            "--client",
+            choices=["direct", "langchain"],
+            default="direct",
+            help="direct aiohttp client (fast) or LangChain ChatOpenAI",
+        )
+        p.add_argument("--no-batch", action="store_true", help="one request per explorer, not n=K")
     p.add_argument(
         "--trace",
         choices=list(TRACE_KINDS),
@@ -115,7 +126,8 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="record prompts and completions in spans (off unless asked)",
     )
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    if text_graph:
+        p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def _add_checkpoint_arg(p: argparse.ArgumentParser, default: str) -> None:
@@ -171,7 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
     swe.add_argument("--max-steps", type=int, default=12, help="model calls per explorer")
     swe.add_argument("--diff-out", type=Path, help="write the final diff here")
     swe.add_argument("--json", action="store_true", help="print one JSON object")
-    _add_model_args(swe)
+    _add_model_args(swe, text_graph=False)
 
     graph = sub.add_parser("graph", help="draw a run's message-passing graph to PNG")
     graph.add_argument("results", type=Path, help="results.jsonl of pacore run or pacore eval")
@@ -282,9 +294,9 @@ def _config(args: argparse.Namespace, embedded: bool) -> PaCoReConfig:
             sampling[key] = value
     if embedded and args.max_tokens is None:
         sampling["max_tokens"] = EMBEDDED_MAX_TOKENS
-    if args.logprobs:
+    if getattr(args, "logprobs", False):
         sampling["logprobs"] = True
-    if args.token_ids:
+    if getattr(args, "token_ids", False):
         sampling["extra_body"] = {"return_token_ids": True}
     fields: dict[str, Any] = {"rounds": rounds, "sampling": SamplingParams(**sampling)}
     if args.max_concurrency is not None:
@@ -297,7 +309,7 @@ def _config(args: argparse.Namespace, embedded: bool) -> PaCoReConfig:
         fields["reference_order"] = args.reference_order
     if args.retries is not None:
         fields["retry"] = RetryPolicy(max_attempts=args.retries)
-    if args.no_batch:
+    if getattr(args, "no_batch", False):
         fields["batch_samples"] = False
     return PaCoReConfig(**fields)
 
@@ -523,7 +535,7 @@ def _prepare(args: argparse.Namespace) -> tuple[PaCoReConfig, Any]:
     except ValidationError as exc:
         raise UsageError(_format_validation(exc)) from None
     try:
-        compactor = compactor_from_name(args.compactor)
+        compactor = compactor_from_name(getattr(args, "compactor", "conclusion"))
     except (ValueError, ImportError, AttributeError, TypeError) as exc:
         raise UsageError(str(exc)) from None
     return config, compactor
@@ -630,7 +642,14 @@ async def _swe(args: argparse.Namespace) -> int:
         raise UsageError(f"--issue {args.issue}: no such file")
     if args.max_steps < 1:
         raise UsageError(f"--max-steps must be >= 1, got {args.max_steps}")
-    issue = args.issue.read_text(encoding="utf-8")
+    if not args.test.strip():
+        raise UsageError('--test is empty: give the test command, e.g. --test "pytest -q"')
+    if args.diff_out is not None:
+        _check_writable("--diff-out", args.diff_out)
+    try:
+        issue = args.issue.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--issue {args.issue}: cannot read it as UTF-8 text: {exc}") from None
     if not issue.strip():
         raise UsageError(f"--issue {args.issue}: the issue text is empty")
     config, _ = _prepare(args)
@@ -654,8 +673,13 @@ async def _swe(args: argparse.Namespace) -> int:
             )
     finally:
         await aclose_chat_model(chat)
+    diff_lost = False
     if args.diff_out is not None:
-        args.diff_out.write_text(outcome.diff, encoding="utf-8")
+        try:
+            args.diff_out.write_text(outcome.diff, encoding="utf-8")
+        except OSError as exc:  # checked up front, but the disk may have changed since
+            print(f"pacore: error: --diff-out {args.diff_out}: {exc}", file=sys.stderr)
+            diff_lost = True
     attempts = outcome.result.trajectories
     passing = sum(bool(t.artifacts.get("tests_passed")) for t in attempts)
     if args.json:
@@ -686,7 +710,21 @@ async def _swe(args: argparse.Namespace) -> int:
             verdict = "PASSED" if outcome.tests_passed else "FAILED"
             print(f"final diff on a fresh copy: tests {verdict}")
         print("RESOLVED" if outcome.resolved else "NOT RESOLVED")
+    if diff_lost:
+        return 2  # the diff is on stdout above, not in the file that was asked for
     return 0 if outcome.resolved else 1
+
+
+def _check_writable(flag: str, path: Path) -> None:
+    """Refuse an output path that cannot be written, before any model call is paid for."""
+    if path.is_dir():
+        raise UsageError(f"{flag} {path}: is a directory")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise UsageError(f"{flag} {path}: {parent} is not a directory")
+    target = path if path.exists() else parent
+    if not os.access(target, os.W_OK):
+        raise UsageError(f"{flag} {path}: not writable")
 
 
 def _grader_arg(spec: str | None) -> Any:

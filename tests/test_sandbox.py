@@ -626,7 +626,9 @@ except OSError as exc:
 
 _AS_USER_DRIVER = """
 import importlib.util, json, sys
-spec = importlib.util.spec_from_file_location("sbx", {module!r})
+spec = importlib.util.spec_from_file_location(
+    "sbx", {module!r} + "/__init__.py", submodule_search_locations=[{module!r}]
+)
 m = importlib.util.module_from_spec(spec)
 sys.modules["sbx"] = m
 spec.loader.exec_module(m)
@@ -652,9 +654,12 @@ def test_started_by_an_ordinary_user() -> None:
 def _run_as_ordinary_user(python: str, here: Path) -> None:
     here.chmod(0o755)
     script = here / "as_user.py"
-    module = here / "sandbox.py"  # a copy: the checkout may be unreadable to that user
-    shutil.copyfile(REPO / "tools" / "sandbox.py", module)
-    module.chmod(0o644)
+    module = here / "sandbox"  # a copy: the checkout may be unreadable to that user
+    shutil.copytree(
+        REPO / "tools" / "sandbox", module, ignore=shutil.ignore_patterns("__pycache__")
+    )
+    for path in (module, *module.iterdir()):
+        path.chmod(0o755 if path.is_dir() else 0o644)
     script.write_text(_AS_USER_DRIVER.format(module=str(module)))
     script.chmod(0o644)
     uid = 4242

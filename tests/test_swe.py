@@ -180,3 +180,38 @@ def test_pacore_swe_command(repo: Path, capsys: pytest.CaptureFixture[str], tmp_
         == 2
     )
     assert "tool-calling model" in capsys.readouterr().err
+
+
+def test_swe_refuses_bad_arguments_before_any_model_call(
+    repo: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Issue 11.8: these used to raise a traceback, ``--diff-out`` only after every model call."""
+    (tmp_path / "a-directory").mkdir()
+    bad_issue = tmp_path / "issue.bin"
+    bad_issue.write_bytes(b"fix \xff this")
+    cases = [
+        (["--test", ""], "--test is empty"),
+        (["--test", "   "], "--test is empty"),
+        (["--test", "pytest -q", "--diff-out", str(tmp_path / "a-directory")], "is a directory"),
+        (["--test", "pytest -q", "--diff-out", str(tmp_path / "no" / "x.diff")], "not a dir"),
+        (["--test", "pytest -q", "--issue", str(bad_issue)], "UTF-8"),
+    ]
+    with ScriptedServer(EX.scripted_fixer, model="m").run_in_thread() as srv:
+        for extra, message in cases:
+            args = ["swe", "--repo", str(repo), "--base-url", srv.base_url, "--model", "m"]
+            if "--issue" not in extra:
+                args += ["--issue", str(EXAMPLE / "ISSUE.md")]
+            assert main([*args, *extra]) == 2, extra
+            err = capsys.readouterr().err.strip()
+            assert err.startswith("pacore: error:") and message in err and "\n" not in err
+        assert list(srv.requests) == []
+
+
+def test_swe_lists_only_flags_that_do_something_there(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["swe", "--help"])
+    text = capsys.readouterr().out
+    for useless in ("--compactor", "--client", "--no-batch", "--logprobs", "--token-ids"):
+        assert useless not in text
+    for useful in ("--base-url", "--temperature", "--max-tokens", "--retries", "--diff-out"):
+        assert useful in text

@@ -103,15 +103,21 @@ def make_code_tools(
     def render(result: ExecResult) -> str:
         return result.to_tool_output(max_chars=max_output_chars)
 
+    # Bad input from the model (NUL bytes, lone surrogates) is a ValueError of
+    # ExecRequest: an answer the model can act on, like a call that could not start.
     def execute(code: str, language: Language, stdin: str) -> str:
         try:
             return render(executor.execute(request(code, language, stdin)))
+        except ValueError as exc:
+            return f"error: cannot run this: {exc}"
         except SandboxExecutionError as exc:
             return f"error: the sandbox could not run this: {exc}"
 
     async def aexecute(code: str, language: Language, stdin: str) -> str:
         try:
             return render(await executor.aexecute(request(code, language, stdin)))
+        except ValueError as exc:
+            return f"error: cannot run this: {exc}"
         except SandboxExecutionError as exc:
             return f"error: the sandbox could not run this: {exc}"
 
@@ -157,13 +163,13 @@ def make_code_tools(
     def read_file(path: str) -> str:
         try:
             return read_workspace_file(root, path, max_bytes=max_read_bytes)
-        except (WorkspacePathError, OSError) as exc:
+        except (OSError, ValueError) as exc:  # WorkspacePathError is a ValueError
             return f"error: {exc}"
 
     def write_file(path: str, content: str) -> str:
         try:
             size = write_workspace_file(root, path, content, max_bytes=max_write_bytes)
-        except (WorkspacePathError, OSError) as exc:
+        except (OSError, ValueError) as exc:  # WorkspacePathError is a ValueError
             return f"error: {exc}"
         return f"wrote {size} bytes to {path}"
 
@@ -191,6 +197,10 @@ def _parts(root: Path, path: str) -> list[str]:
     """The components of ``path`` below ``root``; refuses anything that could leave it."""
     if not path or "\x00" in path:
         raise WorkspacePathError("empty or invalid path")
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        raise WorkspacePathError("path is not valid Unicode text (lone surrogate)") from None
     pure = PurePosixPath(path)
     if pure.is_absolute():
         try:
@@ -278,7 +288,12 @@ def write_workspace_file(
     Refuses files with other hard links: writing one would change a file that
     may live outside the workspace.
     """
-    data = content.encode("utf-8")
+    try:
+        data = content.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(
+            f"{path}: content is not valid Unicode text (lone surrogate at character {exc.start})"
+        ) from None
     if len(data) > max_bytes:
         raise WorkspacePathError(f"{path}: content of {len(data)} bytes is over {max_bytes}")
     base = Path(root).resolve()

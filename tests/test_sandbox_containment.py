@@ -1,0 +1,307 @@
+"""The holes found when the sandbox was attacked (issue 11, items 1, 2, 5, 6, 7), closed.
+
+Each test replays the attack for real, bounded so that without its fix it
+would *succeed* (and the assertion catch it) rather than hurt the machine:
+no test allocates more than about 700 MiB or writes more than 24 MiB.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sandbox_support import started_sandbox
+
+from pacore_graph.tools.code_executor import make_code_tools
+from pacore_graph.tools.sandbox import (
+    MIB,
+    ExecRequest,
+    LocalSandbox,
+    SandboxExecutionError,
+    SandboxLimits,
+)
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux")
+
+AS_ROOT = os.geteuid() == 0
+
+LIMITS = SandboxLimits(
+    wall_time_s=5.0,
+    cpu_time_s=5,
+    memory_bytes=256 * MIB,
+    max_total_memory_bytes=1024 * MIB,
+    max_processes=16,
+    max_file_bytes=4 * MIB,
+    max_workspace_bytes=8 * MIB,
+)
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> Iterator[LocalSandbox]:
+    with started_sandbox(LIMITS) as sb:
+        yield sb
+
+
+def _pids_with(token: str) -> list[int]:
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if token.encode() in f.read():
+                    found.append(int(pid))
+        except OSError:
+            continue
+    return found
+
+
+def _wait_for(predicate: object, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():  # type: ignore[operator]
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _tree_bytes(root: Path) -> int:
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+# --------------------------------------------------------------------------- 1: parent death
+
+_DRIVER = """
+import os
+from pacore_graph.tools.sandbox import ExecRequest, LocalSandbox, SandboxLimits
+sb = LocalSandbox(SandboxLimits(wall_time_s=60.0, cpu_time_s=60))
+sb.start()
+print("started", flush=True)
+sb.execute(ExecRequest(code="import time\\ntime.sleep(600)  # " + os.environ["TOKEN"]))
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_code_dies_with_the_process_that_called_execute(sig: int) -> None:
+    """Issue 11.1: after the parent is killed, the launcher must not run on under PID 1."""
+    token = uuid.uuid4().hex
+    driver = subprocess.Popen(  # the token in the environment: only the code has it in argv
+        [sys.executable, "-c", _DRIVER],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "TOKEN": token},
+    )
+    try:
+        assert driver.stdout is not None and driver.stdout.readline().strip() == "started"
+        assert _wait_for(lambda: _pids_with(token), 20.0), "the sandboxed code never started"
+        driver.send_signal(sig)
+        driver.wait(timeout=10)
+        # Without PR_SET_PDEATHSIG on the launcher this stays alive for 60 s (wall time).
+        assert _wait_for(lambda: not _pids_with(token), 5.0), "code outlived its parent"
+    finally:
+        driver.kill()
+        driver.wait(timeout=10)
+        for pid in _pids_with(token):
+            os.kill(pid, signal.SIGKILL)
+
+
+# --------------------------------------------------------------------------- 2: disk
+
+
+def test_everything_written_in_one_call_is_capped(sandbox: LocalSandbox, tmp_path: Path) -> None:
+    """Issue 11.2: many files each under the file limit used to add up without bound."""
+    code = textwrap.dedent(
+        """
+        import os
+        written = 0
+        try:
+            for i in range(8):  # 8 x 3 MiB = 24 MiB, each file under the 4 MiB file limit
+                with open(f"f{i}", "wb") as f:
+                    f.write(os.urandom(3 << 20))
+                written += 3
+        finally:
+            print("written", written)
+        """
+    )
+    for workdir in (tmp_path, None):
+        result = sandbox.execute(ExecRequest(code=code, workdir=workdir))
+        assert result.isolation.workspace_limited
+        assert result.killed_by == "workspace_full", result.stderr
+        assert "No space left on device" in result.stderr
+        assert "workspace full" in result.to_tool_output()
+        assert int(result.stdout.split()[-1]) < 8 * 3
+    # What came back to the host is what fitted, no more.
+    assert 0 < _tree_bytes(tmp_path) <= LIMITS.max_workspace_bytes
+
+
+def test_empty_files_cannot_exhaust_inodes(sandbox: LocalSandbox) -> None:
+    code = textwrap.dedent(
+        """
+        import os
+        n = 0
+        try:
+            for n in range(100_000):
+                open(f"e{n}", "w").close()
+        except OSError as exc:
+            print("stopped", n, exc.strerror)
+        """
+    )
+    result = sandbox.execute(ExecRequest(code=code))
+    assert "stopped" in result.stdout and "No space left on device" in result.stdout
+    assert int(result.stdout.split()[1]) < 100_000
+
+
+def test_a_workspace_over_the_cap_is_refused_before_running(
+    sandbox: LocalSandbox, tmp_path: Path
+) -> None:
+    (tmp_path / "big").write_bytes(b"x" * (LIMITS.max_workspace_bytes + MIB))
+    with pytest.raises(SandboxExecutionError, match="max_workspace_bytes"):
+        sandbox.execute(ExecRequest(code="print('ran')", workdir=tmp_path))
+    assert (tmp_path / "big").stat().st_size == LIMITS.max_workspace_bytes + MIB
+
+
+def test_the_workspace_comes_back_after_a_wall_time_kill(
+    sandbox: LocalSandbox, tmp_path: Path
+) -> None:
+    """The code is killed, not the launcher: what it wrote before the kill is kept."""
+    code = "open('partial.txt', 'w').write('saved'); import time; time.sleep(60)"
+    limits = LIMITS.replace(wall_time_s=1.0)
+    result = sandbox.execute(ExecRequest(code=code, workdir=tmp_path, limits=limits))
+    assert result.killed_by == "wall_time"
+    assert (tmp_path / "partial.txt").read_text() == "saved"
+
+
+def test_a_hard_link_into_the_workspace_is_not_written_through(
+    sandbox: LocalSandbox, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside.txt"
+    outside.write_text("original")
+    outside.chmod(0o666)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    os.link(outside, ws / "link.txt")
+    result = sandbox.execute(ExecRequest(code="open('link.txt', 'w').write('changed')", workdir=ws))
+    assert result.ok, result.stderr
+    assert outside.read_text() == "original"
+    assert (ws / "link.txt").read_text() == "changed"
+
+
+# --------------------------------------------------------------------------- 5: memory
+
+
+def test_total_memory_of_a_call_is_capped(sandbox: LocalSandbox) -> None:
+    """Issue 11.5: six processes of 100 MB each, all under the per-process limit."""
+    code = textwrap.dedent(
+        """
+        import os, time
+        kids = []
+        for _ in range(6):
+            pid = os.fork()
+            if pid == 0:
+                block = b"x" * (100 << 20)  # resident: every page written
+                time.sleep(5)
+                os._exit(0)
+            kids.append(pid)
+        for pid in kids:
+            os.waitpid(pid, 0)
+        print("all allocated")
+        """
+    )
+    limits = LIMITS.replace(max_total_memory_bytes=250 * MIB, wall_time_s=15.0)
+    result = sandbox.execute(ExecRequest(code=code, limits=limits))
+    assert "all allocated" not in result.stdout
+    assert result.killed_by == "total_memory", (result.summary(), result.stderr)
+    assert "for all processes together" in result.to_tool_output()
+
+
+def test_memory_under_the_total_cap_is_fine(sandbox: LocalSandbox) -> None:
+    code = "block = b'x' * (100 << 20); print(len(block) >> 20)"
+    result = sandbox.execute(ExecRequest(code=code))
+    assert result.ok and result.stdout.strip() == "100"
+
+
+# --------------------------------------------------------------------------- 6: workspace
+
+
+@pytest.mark.skipif(not AS_ROOT, reason="root-owned files need root")
+def test_a_private_root_file_in_the_workspace_stays_private(
+    sandbox: LocalSandbox, tmp_path: Path
+) -> None:
+    """Issue 11.6: it used to be chowned to the sandbox uid for good, and read."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("root-only-token")
+    secret.chmod(0o600)
+    (tmp_path / "open.txt").write_text("shared")
+    code = textwrap.dedent(
+        """
+        import os
+        print(sorted(os.listdir(".")))
+        for attempt in ("read", "write"):
+            try:
+                if attempt == "read":
+                    print(open("secret.txt").read())
+                else:
+                    open("secret.txt", "w").write("overwritten")
+                    print("wrote secret.txt")
+            except OSError as exc:
+                print(attempt, "refused", exc.strerror)
+        open("open.txt", "a").write(" and changed")
+        """
+    )
+    result = sandbox.execute(ExecRequest(code=code, workdir=tmp_path))
+    assert result.ok, result.stderr
+    assert "root-only-token" not in result.stdout
+    st = secret.stat()
+    assert (st.st_uid, st.st_mode & 0o777) == (0, 0o600)
+    assert secret.read_text() == "root-only-token"
+    assert (tmp_path / "open.txt").read_text() == "shared and changed"
+    assert tmp_path.stat().st_uid == 0  # the workspace itself was not handed over either
+
+
+@pytest.mark.parametrize("where", ["/", "home", "/etc"])
+def test_unsafe_workspaces_are_refused(
+    sandbox: LocalSandbox, where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    workdir = home if where == "home" else Path(where)
+    with pytest.raises(SandboxExecutionError, match="refused"):
+        sandbox.execute(ExecRequest(code="print('ran')", workdir=workdir))
+    with pytest.raises(SandboxExecutionError, match="refused"):  # a parent of HOME too
+        sandbox.execute(ExecRequest(code="print('ran')", workdir=tmp_path))
+    # Below HOME is an ordinary workspace.
+    (home / "project").mkdir()
+    assert sandbox.execute(ExecRequest(code="print('ran')", workdir=home / "project")).ok
+
+
+# --------------------------------------------------------------------------- 7: bad text
+
+
+def test_nul_bytes_and_lone_surrogates_are_error_results(
+    sandbox: LocalSandbox, tmp_path: Path
+) -> None:
+    """Issue 11.7: these raised out of the tools instead of answering the model."""
+    tools = {t.name: t for t in make_code_tools(sandbox, workdir=tmp_path)}
+    out = tools["run_python"].invoke({"code": "print(1)\x00"})
+    assert out.startswith("error:") and "NUL" in out
+    out = tools["run_shell"].invoke({"command": "echo \ud800"})
+    assert out.startswith("error:") and "surrogate" in out
+    out = tools["run_python"].invoke({"code": "print(1)", "stdin": "\udfff"})
+    assert out.startswith("error:") and "surrogate" in out
+    out = tools["write_file"].invoke({"path": "a.txt", "content": "x\ud800y"})
+    assert out.startswith("error:") and "surrogate" in out and not (tmp_path / "a.txt").exists()
+    out = tools["write_file"].invoke({"path": "b\ud800.txt", "content": "x"})
+    assert out.startswith("error:")
+    out = tools["read_file"].invoke({"path": "c\udc00.txt"})
+    assert out.startswith("error:")
+    # The tools still work afterwards.
+    assert tools["run_python"].invoke({"code": "print('fine')"}).endswith("fine")
