@@ -58,6 +58,45 @@ def _rounds(text: str) -> list[int]:
         ) from None
 
 
+def _quorum(text: str) -> float | int:
+    from pacore_graph.quorum import parse_quorum
+
+    try:
+        return parse_quorum(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _add_round_control_args(p: argparse.ArgumentParser) -> None:
+    """Straggler control, early stop and the token budget: all off unless asked."""
+    p.add_argument(
+        "--round-quorum",
+        type=_quorum,
+        metavar="Q",
+        help="close a round once Q explorers finished: a share of K (0.75) or a count (24); "
+        "the rest are cancelled and recorded as dropped (one request per explorer)",
+    )
+    p.add_argument(
+        "--round-deadline",
+        type=float,
+        metavar="S",
+        help="close a round S seconds after it started (once one explorer finished); "
+        "the rest are cancelled and recorded as dropped",
+    )
+    p.add_argument(
+        "--early-stop-consensus",
+        type=float,
+        metavar="F",
+        help="end the run after a round whose answers agree at share >= F (0 < F <= 1)",
+    )
+    p.add_argument(
+        "--token-budget",
+        type=int,
+        metavar="N",
+        help="completion tokens per problem: later rounds shrink K to fit (never below 1)",
+    )
+
+
 def _add_model_args(p: argparse.ArgumentParser, *, text_graph: bool = True) -> None:
     """Options shared by every command that talks to a model.
 
@@ -158,6 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--template", type=Path, help="Jinja2 file replacing the synthesis prompt")
     _add_checkpoint_arg(run, "OUTPUT" + RUN_CHECKPOINT_SUFFIX)
     _add_model_args(run)
+    _add_round_control_args(run)
 
     ev = sub.add_parser("eval", help="compare PaCoRe with baselines at matched compute")
     ev.add_argument("--dataset", type=Path, required=True, help="JSONL with ground_truth answers")
@@ -172,6 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--limit", type=int, help="only the first N problems of the dataset")
     _add_checkpoint_arg(ev, "DIR/" + EVAL_CHECKPOINT_FILE)
     _add_model_args(ev)
+    _add_round_control_args(ev)
 
     swe = sub.add_parser("swe", help="fix an issue in a repository with parallel tool explorers")
     swe.add_argument("--repo", type=Path, required=True, help="the repository directory")
@@ -311,6 +352,10 @@ def _config(args: argparse.Namespace, embedded: bool) -> PaCoReConfig:
         fields["retry"] = RetryPolicy(max_attempts=args.retries)
     if getattr(args, "no_batch", False):
         fields["batch_samples"] = False
+    for key in ("round_quorum", "round_deadline", "early_stop_consensus", "token_budget"):
+        value = getattr(args, key, None)
+        if value is not None:
+            fields[key] = value
     return PaCoReConfig(**fields)
 
 

@@ -116,6 +116,52 @@ class PaCoReConfig(_Frozen):
         "the missing samples as separate requests.",
     )
 
+    round_quorum: float | int | None = Field(
+        None,
+        description="Close a round once this many explorers finished: a share of K in "
+        "(0, 1] (0.75) or a count (24). The rest are cancelled and recorded as dropped. "
+        "Off by default (it changes what the next round sees); it sends one request per "
+        "explorer, since an n=K request returns its samples together.",
+    )
+    round_deadline: float | None = Field(
+        None,
+        gt=0,
+        description="Close a round this many seconds after it started (once at least one "
+        "explorer finished); the rest are cancelled and recorded as dropped. Off by default.",
+    )
+    early_stop_consensus: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="End the run after a round whose extracted answers agree at this share "
+        "or more, answering with the majority message. Off by default.",
+    )
+    token_budget: int | None = Field(
+        None,
+        ge=1,
+        description="Completion tokens per problem: later rounds shrink K (never below 1; "
+        "the final K=1 round always runs) when the projection would pass it. Off by default.",
+    )
+
+    @field_validator("round_quorum", mode="before")
+    @classmethod
+    def _check_quorum(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        if isinstance(value, str):
+            from pacore_graph.quorum import parse_quorum
+
+            return parse_quorum(value)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError(f"round_quorum must be a share in (0, 1] or a count; got {value!r}")
+        if isinstance(value, float) and value > 1:
+            if value != int(value):
+                raise ValueError(f"round_quorum above 1 is a count and must be whole: {value!r}")
+            value = int(value)
+        if value <= 0:
+            raise ValueError(f"round_quorum must be positive; got {value!r}")
+        return value
+
     @field_validator("rounds", mode="before")
     @classmethod
     def _check_rounds(cls, value: Any) -> Any:

@@ -115,7 +115,12 @@ def build_pacore_graph(
         if not isinstance(client, ChatClient):
             raise TypeError(f"client must implement ChatClient.complete(...); got {client!r}")
         limiter = limiter or SequenceLimiter(cfg.max_concurrency)
-        batcher = SampleBatcher(client, limiter, cfg.sampling, enabled=cfg.batch_samples)
+        # An n=K request returns its samples together: a quorum or deadline can
+        # only cut stragglers when each explorer is its own request.
+        per_explorer = cfg.round_quorum is not None or cfg.round_deadline is not None
+        batcher = SampleBatcher(
+            client, limiter, cfg.sampling, enabled=cfg.batch_samples and not per_explorer
+        )
         explorer = ChatExplorer(batcher)
     elif not isinstance(explorer, Explorer):
         raise TypeError(

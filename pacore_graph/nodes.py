@@ -18,15 +18,17 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.messages import AIMessage, BaseMessage, convert_to_openai_messages
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Send
 
 from pacore_graph.aggregation import Aggregator
+from pacore_graph.budget import TokenBudget
 from pacore_graph.compaction import Compactor
 from pacore_graph.config import PaCoReConfig
+from pacore_graph.consensus import EarlyStop
 from pacore_graph.errors import RoundFailedError
 from pacore_graph.explorer import Explorer, ExploreTask
 from pacore_graph.prompts import (
@@ -35,6 +37,7 @@ from pacore_graph.prompts import (
     select_references,
     synthesis_messages,
 )
+from pacore_graph.quorum import DROPPED, RoundGate, RoundQuorum
 from pacore_graph.records import PaCoReResult, Trajectory
 from pacore_graph.state import PaCoReState
 from pacore_graph.streaming import (
@@ -87,11 +90,23 @@ class PaCoReNodes:
     name: str = "pacore"
     schedule: tuple[int, ...] = field(init=False)
     compactor_name: str = field(init=False)
+    quorum: RoundQuorum = field(init=False)
+    early_stop: EarlyStop | None = field(init=False)
+    budget: TokenBudget | None = field(init=False)
+    # One gate per round in flight, keyed by (run id, round): in-process state
+    # shared by that round's explorers, dropped when the round is compacted.
+    _gates: dict[tuple[str, int], RoundGate] = field(init=False)
 
     def __post_init__(self) -> None:
         cfg = self.config
         self.schedule = cfg.schedule if self.aggregator is None else cfg.rounds
         self.compactor_name = getattr(self.compactor, "name", type(self.compactor).__name__)
+        self.quorum = RoundQuorum(quorum=cfg.round_quorum, deadline=cfg.round_deadline)
+        self.early_stop = (
+            EarlyStop(cfg.early_stop_consensus) if cfg.early_stop_consensus is not None else None
+        )
+        self.budget = TokenBudget(cfg.token_budget) if cfg.token_budget is not None else None
+        self._gates = {}
 
     # ------------------------------------------------------------------ nodes
 
@@ -109,25 +124,45 @@ class PaCoReNodes:
             "pending": None,
         }
 
+    def _width(self, state: PaCoReState) -> tuple[int, str | None]:
+        """Round r's width: as planned, unless the token budget shrinks it."""
+        r = state["round"]
+        planned = self.schedule[r]
+        if self.budget is None or r == 0:
+            return planned, None
+        rounds = state["rounds"]
+        decision = self.budget.width(
+            round_index=r,
+            planned=planned,
+            final=self.aggregator is None and r == len(self.schedule) - 1,
+            spent=sum(t.completion_tokens for rnd in rounds for t in rnd),
+            trajectories_so_far=sum(len(rnd) for rnd in rounds),
+        )
+        return decision.width, decision.reason
+
     async def round_node(self, state: PaCoReState, config: RunnableConfig) -> dict[str, Any]:
         """Render P(x, M_{r-1}) once for all K explorers of round r."""
         r = state["round"]
         conversation = state["conversation"]
-        progress_writer()(round_started(r, self.schedule[r]))
+        width, reason = self._width(state)
+        control = {"width": width, "width_reason": reason}
+        if self.quorum.enabled:
+            self._gates[(state["run_id"], r)] = self.quorum.gate(width)
+        progress_writer()(round_started(r, width))
         if r == 0:
-            self.tracer.start_round(state["run_id"], r, self.schedule[r], ())
-            return {"prompt": conversation, "prompt_refs": ()}
+            self.tracer.start_round(state["run_id"], r, width, ())
+            return {"prompt": conversation, "prompt_refs": (), **control}
         refs, texts = select_references(
             state["rounds"][-1], self.config.shuffle_seed, self.config.reference_order
         )
         prompt = synthesis_messages(conversation, texts, self.template)
-        self.tracer.start_round(state["run_id"], r, self.schedule[r], texts)
-        return {"prompt": tuple(prompt), "prompt_refs": refs}
+        self.tracer.start_round(state["run_id"], r, width, texts)
+        return {"prompt": tuple(prompt), "prompt_refs": refs, **control}
 
     def fan_out(self, state: PaCoReState) -> list[Send]:
         """One ``Send`` per explorer of the round, each with its index and seed."""
         r = state["round"]
-        width = self.schedule[r]
+        width = state.get("width") or self.schedule[r]
         prompt, refs = state["prompt"], state["prompt_refs"]
         run_id, problem_id = state["run_id"], state.get("problem_id")
         base_seed = self.config.sampling.seed
@@ -152,10 +187,17 @@ class PaCoReNodes:
 
     async def explore(self, task: ExploreTask, config: RunnableConfig) -> dict[str, Any]:
         """Run the explorer for one trajectory; a failed call comes back recorded, not raised."""
+        gate = self._gates.get((task.run_id, task.round)) if self._gates else None
         with self.tracer.explorer(
             task.run_id, task.index, task.references, task.messages, self.explorer_name
         ) as span:
-            trajectory = await self.explorer.explore(task, config)
+            if gate is None:
+                trajectory = await self.explorer.explore(task, config)
+            else:
+                outcome = await gate.run(lambda: self.explorer.explore(task, config))
+                if outcome is DROPPED:  # recorded by compact() as dropped, not failed
+                    return {"pending": []}
+                trajectory = cast(Trajectory, outcome)
             span.record(trajectory)
         progress_writer()(explorer_finished(trajectory))
         return {"pending": [trajectory]}
@@ -163,10 +205,12 @@ class PaCoReNodes:
     async def compact(self, state: PaCoReState, config: RunnableConfig) -> dict[str, Any]:
         """Fan-in: compact every trajectory and keep the round; fail if none succeeded."""
         r = state["round"]
+        gate = self._gates.pop((state["run_id"], r), None)
         done = sorted(state.get("pending") or (), key=lambda t: t.index)
         compacted = tuple(
             t if t.failed else replace(t, message=self.compactor.compact(t)) for t in done
         )
+        note = self._round_note(state, r, compacted, gate)
         self.tracer.compaction(state["run_id"], self.compactor_name, compacted)
         self.tracer.end_round(state["run_id"], compacted)
         progress_writer()(round_compacted(r, compacted))
@@ -178,7 +222,69 @@ class PaCoReNodes:
                 round_index=r,
                 errors=errors,
             )
-        return {"rounds": (*state["rounds"], compacted), "pending": None, "round": r + 1}
+        update: dict[str, Any] = {
+            "rounds": (*state["rounds"], compacted),
+            "pending": None,
+            "round": r + 1,
+        }
+        if note is not None:
+            update["control"] = (*(state.get("control") or ()), note)
+        last = len(self.schedule) - 1
+        if self.early_stop is not None and r < last:
+            stop = self._early_stop(self.early_stop, state, r, compacted)
+            if stop is not None:
+                update["stopped"] = stop
+                update["round"] = len(self.schedule)  # route() goes to finalize
+        return update
+
+    def _round_note(
+        self,
+        state: PaCoReState,
+        r: int,
+        compacted: tuple[Trajectory, ...],
+        gate: RoundGate | None,
+    ) -> dict[str, Any] | None:
+        """What round control did to round r (None when it did nothing)."""
+        width = state.get("width") or self.schedule[r]
+        reason = state.get("width_reason")
+        if gate is None and reason is None and width == self.schedule[r]:
+            return None
+        note: dict[str, Any] = {"round": r, "planned": self.schedule[r], "width": width}
+        if reason:
+            note["width_reason"] = reason
+        if gate is not None:
+            ran = {t.index for t in compacted}
+            note["finished"] = len(ran)
+            note["dropped"] = [i for i in range(width) if i not in ran]
+            if gate.reason:
+                note["closed_by"] = gate.reason
+        return note
+
+    def _early_stop(
+        self,
+        early_stop: EarlyStop,
+        state: PaCoReState,
+        r: int,
+        compacted: tuple[Trajectory, ...],
+    ) -> dict[str, Any] | None:
+        """The early-stop record when round r's answers agree enough, else None."""
+        found = early_stop.check(compacted)
+        if found is None or found.trajectory is None:
+            return None
+        rounds = (*state["rounds"], compacted)
+        count = sum(len(rnd) for rnd in rounds)
+        per_sample = sum(t.completion_tokens for rnd in rounds for t in rnd) / max(count, 1)
+        skipped = list(self.schedule[r + 1 :])
+        return {
+            "round": r,
+            "threshold": early_stop.threshold,
+            "answer": found.answer,
+            "share": round(found.share, 4),
+            "votes": found.votes,
+            "chosen": found.trajectory.id,
+            "skipped_widths": skipped,
+            "tokens_saved_estimate": round(sum(skipped) * per_sample),
+        }
 
     def route(self, state: PaCoReState) -> str:
         """Next round, or the answer."""
@@ -190,7 +296,16 @@ class PaCoReNodes:
         sampling = self.config.sampling.model_dump(mode="json")
         details: dict[str, Any] = {"run_id": state["run_id"], "sampling": sampling}
         final: Trajectory
-        if self.aggregator is None:
+        stopped = state.get("stopped")
+        control = state.get("control")
+        if control:
+            details["round_control"] = list(control)
+            details["widths_run"] = [len(rnd) for rnd in rounds]
+        if stopped:
+            final = next(t for t in rounds[-1] if t.id == stopped["chosen"])
+            answer = final.message or ""
+            details.update(early_stop=stopped, chosen=final.id)
+        elif self.aggregator is None:
             final = next(t for t in rounds[-1] if not t.failed)
             answer = final.message or ""
         else:
@@ -223,4 +338,6 @@ class PaCoReNodes:
     def fail_run(self, state: Any, exc: BaseException) -> None:
         """End the run's open spans with an error (a node raised)."""
         run_id = state.run_id if isinstance(state, ExploreTask) else state.get("run_id")
+        for key in [k for k in self._gates if k[0] == run_id]:
+            del self._gates[key]
         self.tracer.fail_run(run_id, exc)

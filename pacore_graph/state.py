@@ -60,3 +60,9 @@ class PaCoReState(TypedDict, total=False):
     prompt_refs: tuple[int, ...]
     pending: Annotated[list[Trajectory], collect_trajectories]
     rounds: tuple[tuple[Trajectory, ...], ...]
+    # Round control (quorum/deadline, token budget, early stop): the width the
+    # current round runs at, why it differs from the plan, what each round did.
+    width: int
+    width_reason: str | None
+    control: tuple[dict[str, Any], ...]
+    stopped: dict[str, Any] | None

@@ -1,0 +1,192 @@
+"""Straggler control, early stop on consensus and the token budget, as units.
+
+The gate tests run real asyncio tasks; their ordering comes from events the
+test sets, never from sleeping and hoping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from pacore_graph.budget import TokenBudget
+from pacore_graph.consensus import EarlyStop, round_consensus
+from pacore_graph.quorum import DROPPED, RoundQuorum, parse_quorum
+from pacore_graph.records import Trajectory
+
+# ----------------------------------------------------------------- quorum settings
+
+
+def test_parse_quorum_reads_shares_and_counts() -> None:
+    assert parse_quorum("0.75") == 0.75
+    assert parse_quorum("1.0") == 1.0
+    assert parse_quorum("24") == 24
+    for bad in ("0", "-1", "abc", "2.5", "nan"):
+        with pytest.raises(ValueError, match="--round-quorum"):
+            parse_quorum(bad)
+
+
+def test_required_explorers_per_round() -> None:
+    share = RoundQuorum(quorum=0.75)
+    assert [share.required(k) for k in (32, 4, 1)] == [24, 3, 1]
+    count = RoundQuorum(quorum=24)
+    assert [count.required(k) for k in (32, 4, 1)] == [24, 4, 1]
+    assert RoundQuorum(deadline=3.0).required(32) == 32
+    assert not RoundQuorum().enabled and RoundQuorum(quorum=2).enabled
+
+
+def test_bad_quorum_settings_are_refused() -> None:
+    with pytest.raises(ValueError, match="share"):
+        RoundQuorum(quorum=1.5)
+    with pytest.raises(ValueError, match="deadline"):
+        RoundQuorum(deadline=0)
+
+
+# ----------------------------------------------------------------- the gate
+
+
+async def test_quorum_closes_the_round_and_cancels_the_stragglers() -> None:
+    gate = RoundQuorum(quorum=2).gate(4)
+    release = [asyncio.Event() for _ in range(4)]
+    cancelled: list[int] = []
+
+    def call(i: int) -> Callable[[], Awaitable[str]]:
+        async def go() -> str:
+            try:
+                await release[i].wait()
+            except asyncio.CancelledError:
+                cancelled.append(i)
+                raise
+            return f"t{i}"
+
+        return go
+
+    tasks = [asyncio.create_task(gate.run(call(i))) for i in range(4)]
+    release[2].set()
+    release[0].set()
+    results = await asyncio.gather(*tasks)
+    assert results == ["t0", DROPPED, "t2", DROPPED]
+    assert sorted(cancelled) == [1, 3]  # cancelled upstream, not left running
+    assert (gate.finished, gate.dropped, gate.reason) == (2, 2, "quorum 2/4")
+
+
+async def test_failures_count_as_finished_and_still_raise() -> None:
+    gate = RoundQuorum(quorum=1).gate(2)
+    hold = asyncio.Event()
+
+    async def boom() -> str:
+        raise RuntimeError("server said no")
+
+    async def slow() -> str:
+        await hold.wait()
+        return "late"
+
+    first = asyncio.create_task(gate.run(boom))
+    second = asyncio.create_task(gate.run(slow))
+    with pytest.raises(RuntimeError, match="server said no"):
+        await first
+    assert await second is DROPPED
+
+
+async def test_deadline_waits_for_a_first_finisher_then_closes() -> None:
+    gate = RoundQuorum(deadline=0.01).gate(3)
+    done = asyncio.Event()
+    never = asyncio.Event()
+
+    async def first() -> str:
+        await done.wait()
+        return "first"
+
+    async def straggler() -> str:
+        await never.wait()
+        return "never"
+
+    tasks = [asyncio.create_task(gate.run(f)) for f in (first, straggler, straggler)]
+    while not gate.deadline_passed:  # the deadline passes with nobody finished...
+        await asyncio.sleep(0.005)
+    assert not gate.closed  # ...and the round stays open: no blind next round
+    done.set()
+    assert await asyncio.gather(*tasks) == ["first", DROPPED, DROPPED]
+    assert gate.reason == "deadline 0.01s"
+
+
+async def test_the_final_round_of_one_is_never_cut() -> None:
+    gate = RoundQuorum(quorum=0.1, deadline=0.001).gate(1)
+    assert gate.required == 1 and gate.deadline is None
+
+    async def answer() -> str:
+        await asyncio.sleep(0.01)
+        return "answer"
+
+    assert await gate.run(answer) == "answer"
+    assert not gate.closed
+
+
+async def test_a_full_round_under_quorum_closes_nothing() -> None:
+    gate = RoundQuorum(quorum=1.0).gate(3)
+
+    async def ok() -> str:
+        return "ok"
+
+    assert await asyncio.gather(*(gate.run(ok) for _ in range(3))) == ["ok"] * 3
+    assert gate.dropped == 0 and gate.reason is None
+
+
+# ----------------------------------------------------------------- consensus
+
+
+def traj(index: int, content: str, *, error: str | None = None) -> Trajectory:
+    return Trajectory(round=1, index=index, content=content, message=content, error=error)
+
+
+def test_round_consensus_counts_failures_against_agreement() -> None:
+    round_ = [
+        traj(0, r"so \boxed{7}"),
+        traj(1, "the answer is 8"),
+        traj(2, r"\boxed{7}"),
+        traj(3, "", error="timeout"),
+    ]
+    found = round_consensus(round_)
+    assert found.answer == "7" and found.share == 0.5
+    assert found.trajectory is round_[0] and found.votes == {"7": 2, "8": 1}
+
+
+def test_early_stop_needs_the_threshold_and_more_than_one_explorer() -> None:
+    round_ = [traj(i, rf"\boxed{{{a}}}") for i, a in enumerate([5, 5, 5, 6])]
+    assert EarlyStop(0.75).check(round_) is not None
+    assert EarlyStop(0.8).check(round_) is None
+    assert EarlyStop(0.5).check(round_[:1]) is None
+    assert EarlyStop(0.5).check([traj(0, "", error="x"), traj(1, "", error="y")]) is None
+    with pytest.raises(ValueError, match="early-stop-consensus"):
+        EarlyStop(1.5)
+
+
+# ----------------------------------------------------------------- token budget
+
+
+def test_budget_keeps_the_plan_when_it_fits() -> None:
+    budget = TokenBudget(10_000)
+    first = budget.width(round_index=0, planned=32, final=False, spent=0, trajectories_so_far=0)
+    assert first.width == 32 and first.reason is None  # nothing to project from yet
+    fits = budget.width(round_index=1, planned=4, final=False, spent=3200, trajectories_so_far=32)
+    assert fits.width == 4 and fits.reason is None
+
+
+def test_budget_shrinks_later_rounds_and_says_why() -> None:
+    budget = TokenBudget(3500)
+    # 32 trajectories cost 3,200 (100 each); 4 more + 1 final would reach 3,700.
+    d = budget.width(round_index=1, planned=4, final=False, spent=3200, trajectories_so_far=32)
+    assert d.width == 2  # 3,200 + 2 x 100 + 100 = 3,500
+    assert d.reason is not None and "K 4 -> 2" in d.reason and "3500" in d.reason
+
+
+def test_budget_never_goes_below_one_and_never_touches_the_final_round() -> None:
+    budget = TokenBudget(100)
+    d = budget.width(round_index=1, planned=4, final=False, spent=3200, trajectories_so_far=32)
+    assert d.width == 1
+    final = budget.width(round_index=2, planned=1, final=True, spent=9999, trajectories_so_far=36)
+    assert final.width == 1 and final.reason is None
+    with pytest.raises(ValueError, match="token-budget"):
+        TokenBudget(0)
