@@ -139,7 +139,7 @@ async def graph(
     config = PaCoReConfig.from_preset("high", max_concurrency=CONCURRENCY, batch_samples=batched)
     client: ChatClient
     if langchain:
-        from pacore_graph.models import LangChainChatClient, make_chat_model
+        from pacore_graph.langchain_client import LangChainChatClient, make_chat_model
 
         client = LangChainChatClient(make_chat_model(base_url, "scripted"))
     else:

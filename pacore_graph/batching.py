@@ -11,6 +11,13 @@ short window when some never do (a custom explorer that skips the call).
 Requests are cut into chunks of at most the limiter's capacity, and each
 chunk holds one limiter unit per sample: ``max_concurrency`` bounds sequences
 in flight on the server, batched or not.
+
+Seeds: each caller brings its own (:func:`pacore_graph.seeds.explorer_seed`).
+A group's callers are served in seed order and a chunk is sent with its first
+caller's seed, so when the request has to be split (a server that ignores
+``n``) sample ``j`` goes out with ``seed + j``: the seed that caller would
+have sent alone. With a client that reports each sample's outcome
+(``complete_each``) a failed sample fails only its own caller.
 """
 
 from __future__ import annotations
@@ -25,16 +32,22 @@ from pacore_graph.client import ChatClient
 from pacore_graph.config import SamplingParams
 from pacore_graph.limits import SequenceLimiter
 from pacore_graph.records import Completion
+from pacore_graph.sampling import SampleOutcome
 
 __all__ = ["SampleBatcher"]
+
+
+@dataclass(slots=True)
+class _Waiter:
+    seed: int | None
+    future: asyncio.Future[Completion]
 
 
 @dataclass(slots=True)
 class _Group:
     messages: Sequence[Mapping[str, Any]]
     expected: int
-    seed: int | None
-    waiters: list[asyncio.Future[Completion]] = field(default_factory=list)
+    waiters: list[_Waiter] = field(default_factory=list)
     timer: asyncio.TimerHandle | None = None
 
 
@@ -85,10 +98,10 @@ class SampleBatcher:
             groups = self._groups[loop] = {}
         pending = groups.get(group)
         if pending is None:
-            pending = groups[group] = _Group(messages=messages, expected=expected, seed=seed)
+            pending = groups[group] = _Group(messages=messages, expected=expected)
             pending.timer = loop.call_later(self.window_s, self._flush, groups, group)
         fut: asyncio.Future[Completion] = loop.create_future()
-        pending.waiters.append(fut)
+        pending.waiters.append(_Waiter(seed, fut))
         if len(pending.waiters) >= pending.expected:
             self._flush(groups, group)
         return await fut
@@ -99,7 +112,8 @@ class SampleBatcher:
             return
         if pending.timer is not None:
             pending.timer.cancel()
-        waiters = pending.waiters
+        # Seed order, so that sample j of a chunk is the caller whose seed is first + j.
+        waiters = sorted(pending.waiters, key=lambda w: -1 if w.seed is None else w.seed)
         step = self.limiter.capacity
         for start in range(0, len(waiters), step):
             chunk = waiters[start : start + step]
@@ -107,21 +121,36 @@ class SampleBatcher:
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
-    async def _fetch(self, group: _Group, waiters: list[asyncio.Future[Completion]]) -> None:
+    async def _fetch(self, group: _Group, waiters: list[_Waiter]) -> None:
+        seed = waiters[0].seed
+        complete_each = getattr(self.client, "complete_each", None)
         try:
             async with self.limiter.hold(len(waiters)):
-                completions = await self.client.complete(
-                    group.messages, n=len(waiters), params=self.params, seed=group.seed
-                )
+                outcomes: Sequence[SampleOutcome]
+                if complete_each is not None:
+                    outcomes = await complete_each(
+                        group.messages, n=len(waiters), params=self.params, seed=seed
+                    )
+                else:
+                    outcomes = await self.client.complete(
+                        group.messages, n=len(waiters), params=self.params, seed=seed
+                    )
         except asyncio.CancelledError:
-            for fut in waiters:
-                fut.cancel()
+            for w in waiters:
+                w.future.cancel()
             raise
         except Exception as exc:
-            for fut in waiters:
-                if not fut.done():
-                    fut.set_exception(exc)
+            for w in waiters:
+                if not w.future.done():
+                    w.future.set_exception(exc)
             return
-        for fut, completion in zip(waiters, completions, strict=False):
-            if not fut.done():
-                fut.set_result(completion)
+        for w, outcome in zip(waiters, outcomes, strict=False):
+            if w.future.done():
+                continue
+            if isinstance(outcome, BaseException):
+                w.future.set_exception(outcome)
+            else:
+                w.future.set_result(outcome)
+        for w in waiters[len(outcomes) :]:
+            if not w.future.done():
+                w.future.set_exception(RuntimeError("the client returned too few samples"))

@@ -3,7 +3,17 @@
 ``pacore run "QUESTION"`` answers one question; ``pacore run --input F --output
 G`` runs a dataset. With no ``--base-url`` it starts the embedded model (a
 llama.cpp server on loopback serving SmolLM2-135M-Instruct), runs, and stops
-it. Exit codes: 0 done, 1 the run failed, 2 bad arguments or input.
+it.
+
+Exit codes (the same for every command, stated in ``pacore --help``):
+
+- 0: done;
+- 1: a run failed (or a problem of a dataset failed);
+- 2: bad arguments or unusable input (nothing was run);
+- 3: done, but some input lines were skipped (each reported on stderr with
+  its line number); 1 wins when problems also failed.
+
+Every error is one line on stderr (``pacore: error: ...``), never a traceback.
 """
 
 from __future__ import annotations
@@ -15,6 +25,7 @@ import json
 import os
 import sys
 import time
+import urllib.parse
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +47,14 @@ if TYPE_CHECKING:
     from pacore_graph.records import PaCoReResult
     from pacore_graph.tracing import TraceOptions
 
-__all__ = ["build_parser", "main"]
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_OK",
+    "EXIT_SKIPPED_INPUT",
+    "EXIT_USAGE",
+    "build_parser",
+    "main",
+]
 
 #: The embedded model is a 135M model on a CPU: without a cap it may ramble to
 #: the end of its context, so runs on it default to this many tokens per call.
@@ -45,17 +63,94 @@ EMBEDDED_MAX_TOKENS = 256
 EMBEDDED_MAX_CONCURRENCY = 4
 
 
+#: Exit statuses (documented in the module docstring, ``--help`` and the README).
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_SKIPPED_INPUT = 3
+
+_EPILOG = (
+    "exit status: 0 done; 1 a run (or a dataset problem) failed; 2 bad arguments or "
+    "unusable input, nothing run; 3 done, but some input lines were skipped "
+    "(each reported on stderr with its line number)."
+)
+
+
 class UsageError(Exception):
     """Bad arguments or input: exit code 2."""
 
 
 def _rounds(text: str) -> list[int]:
+    """``8,2`` -> [8, 2]; an empty list or an empty item is refused, not defaulted."""
+    items = [x.strip() for x in text.split(",")]
     try:
-        return [int(x) for x in text.replace(" ", "").split(",") if x]
+        widths = [int(x) for x in items]
     except ValueError:
+        widths = []
+    if not widths:  # (values < 1 are refused by PaCoReConfig, naming the field)
         raise argparse.ArgumentTypeError(
             f"--rounds takes comma-separated positive integers such as 8,2; got {text!r}"
+        )
+    return widths
+
+
+def _check_base_url(url: str) -> None:
+    """A base URL the clients can use, or a one-line reason why not."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise UsageError(f"--base-url {url!r}: {exc}") from None
+    del port
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(
+            f"--base-url must be an http(s) URL such as http://host:8000/v1; got {url!r}"
+        )
+    if parts.username is not None or parts.password is not None:
+        raise UsageError(
+            "--base-url must not carry credentials (user:pass@); "
+            "give the key with --api-key or PACORE_API_KEY"
+        )
+
+
+def _check_base_urls(urls: Sequence[str] | None) -> None:
+    for url in urls or ():
+        _check_base_url(url)
+
+
+def _readable_file(path: Path, flag: str) -> None:
+    if not path.exists():
+        raise UsageError(f"{flag} {path}: no such file")
+    if path.is_dir():
+        raise UsageError(f"{flag} {path}: is a directory, not a file")
+    if not os.access(path, os.R_OK):
+        raise UsageError(f"{flag} {path}: not readable")
+
+
+def _writable_file(path: Path, flag: str) -> None:
+    """Refuse, before any model call, an output file that could not be written."""
+    if path.is_dir():
+        raise UsageError(f"{flag} {path}: is a directory; give a file name")
+    if path.exists():
+        if not os.access(path, os.W_OK):
+            raise UsageError(f"{flag} {path}: not writable")
+        return
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageError(f"{flag} {path}: cannot create a file in {parent}")
+
+
+def _utf8_text(text: str, what: str) -> str:
+    """Refuse text holding undecodable bytes (read with surrogateescape) before it is sent."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise UsageError(
+            f"{what} is not valid UTF-8 (undecodable byte at character {exc.start + 1})"
         ) from None
+    return text
 
 
 def _quorum(text: str) -> float | int:
@@ -180,11 +275,13 @@ def _add_checkpoint_arg(p: argparse.ArgumentParser, default: str) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="pacore", description="PaCoRe parallel coordinated reasoning on LangGraph."
+        prog="pacore",
+        description="PaCoRe parallel coordinated reasoning on LangGraph.",
+        epilog=_EPILOG,
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser("run", help="answer a question, or run a JSONL dataset")
+    run = sub.add_parser("run", help="answer a question, or run a JSONL dataset", epilog=_EPILOG)
     run.add_argument("question", nargs="?", help="the question (omit with --input)")
     shape = run.add_mutually_exclusive_group()
     shape.add_argument("--preset", choices=sorted(PRESETS), help="low=[4] medium=[16] high=[32,4]")
@@ -193,13 +290,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--json", action="store_true", help="print one JSON object")
     run.add_argument("--input", type=Path, help="JSONL dataset of {id, messages, ground_truth?}")
-    run.add_argument("--output", type=Path, help="results JSONL (resumed when it exists)")
+    run.add_argument(
+        "--output",
+        type=Path,
+        help="results JSONL: with --input, resumed when it exists (one line per id); "
+        "with a QUESTION, the result's line is written there",
+    )
     run.add_argument("--template", type=Path, help="Jinja2 file replacing the synthesis prompt")
     _add_checkpoint_arg(run, "OUTPUT" + RUN_CHECKPOINT_SUFFIX)
     _add_model_args(run)
     _add_round_control_args(run)
 
-    ev = sub.add_parser("eval", help="compare PaCoRe with baselines at matched compute")
+    ev = sub.add_parser(
+        "eval", help="compare PaCoRe with baselines at matched compute", epilog=_EPILOG
+    )
     ev.add_argument("--dataset", type=Path, required=True, help="JSONL with ground_truth answers")
     ev.add_argument(
         "--methods",
@@ -238,7 +342,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     ex = sub.add_parser("export-episodes", help="turn run/eval results into RL episodes")
     ex.add_argument("results", type=Path, nargs="+", help="results.jsonl of pacore run/eval")
-    ex.add_argument("--out", type=Path, required=True, help="output file or directory")
+    ex.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="output folder, or with --format jsonl/parquet a file name ending in .jsonl/.parquet",
+    )
     ex.add_argument("--format", choices=["jsonl", "parquet", "hf"], default="jsonl")
     ex.add_argument("--grader", help="math | exact | numeric | choice | module:function")
 
@@ -320,7 +429,9 @@ def build_parser() -> argparse.ArgumentParser:
     data.add_argument("kind", choices=["arithmetic", "easy-arithmetic"])
     data.add_argument("--n", type=int, default=100, help="number of problems")
     data.add_argument("--seed", type=int, default=0)
-    data.add_argument("--out", type=Path, required=True, help="JSONL file to write")
+    data.add_argument(
+        "--out", type=Path, required=True, help="JSONL file to write (streamed, any --n)"
+    )
     return parser
 
 
@@ -378,6 +489,7 @@ async def _endpoint(args: argparse.Namespace) -> AsyncIterator[_Endpoint]:
     if args.base_url and not args.model:
         raise UsageError("--model is required with --base-url (the served model's name)")
     if args.base_url:
+        _check_base_urls(args.base_url)
         yield _Endpoint(list(args.base_url), args.model)
         return
     from pacore_graph.embedded import model_endpoint
@@ -419,7 +531,7 @@ def _client(args: argparse.Namespace, endpoint: _Endpoint, config: PaCoReConfig)
     from pacore_graph.multi_client import chat_client_for
 
     if args.client == "langchain":
-        from pacore_graph.models import LangChainChatClient, make_chat_model
+        from pacore_graph.langchain_client import LangChainChatClient, make_chat_model
 
         if len(endpoint.base_urls) > 1:
             raise UsageError("--client langchain takes one --base-url; use the direct client")
@@ -456,17 +568,19 @@ async def _run(args: argparse.Namespace) -> int:
         raise UsageError("--input needs --output (results are written as each problem finishes)")
     if args.question is not None and not args.question.strip():
         raise UsageError("empty problem: the question has no text")
-    from pacore_graph.prompts import SYNTHESIS_TEMPLATE
-
+    if args.question is not None:
+        _utf8_text(args.question, "the question")
+    _check_base_urls(args.base_url)
     config, compactor = _prepare(args)
-    template = args.template.read_text(encoding="utf-8") if args.template else SYNTHESIS_TEMPLATE
+    template = _template(args.template)
+    if args.output is not None:
+        _writable_file(args.output, "--output")
     records: list[Any] = []
     input_errors: list[Any] = []
     if args.input is not None:
         from pacore_graph.runner import read_dataset
 
-        if not args.input.exists():
-            raise UsageError(f"--input {args.input}: no such file")
+        _readable_file(args.input, "--input")
         records, input_errors = read_dataset(args.input)
         for err in input_errors:
             print(f"{args.input}:{err}", file=sys.stderr)
@@ -506,6 +620,8 @@ async def _run_with(
             if args.input is None:
                 if args.json:
                     result = await ainvoke_pacore(graph, args.question)
+                    if args.output is not None:
+                        _write_question_result(args.output, args.question, result)
                     print(json.dumps(result.to_dict(), ensure_ascii=False))
                     return 0
                 from pacore_graph.live import run_live
@@ -516,6 +632,8 @@ async def _run_with(
                     err=None if args.no_progress else sys.stderr,
                     out=sys.stdout if sys.stdout.isatty() else None,
                 )
+                if args.output is not None:
+                    _write_question_result(args.output, args.question, result)
                 if not streamed:
                     print(result.answer.strip())
                 print()
@@ -546,7 +664,9 @@ async def _run_with(
                 print(json.dumps(report))
             else:
                 print(" ".join(f"{k}={v}" for k, v in report.items()))
-            return 1 if summary.failed else 0
+            if summary.failed:
+                return EXIT_FAILED
+            return EXIT_SKIPPED_INPUT if input_errors else EXIT_OK
         finally:
             aclose = getattr(client, "aclose", None)
             if aclose is not None:
@@ -567,6 +687,33 @@ async def _checkpointer(
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         yield saver
+
+
+def _template(path: Path | None) -> str:
+    """The synthesis template: the packaged one, or the user's file (read before any call)."""
+    if path is None:
+        from pacore_graph.prompts import SYNTHESIS_TEMPLATE
+
+        return SYNTHESIS_TEMPLATE
+    _readable_file(path, "--template")
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"--template {path}: not UTF-8 text (byte {exc.start})") from None
+
+
+def _write_question_result(path: Path, question: str, result: PaCoReResult) -> None:
+    """``pacore run "Q" --output F``: F gets the run's results line, as a dataset run writes."""
+    from pacore_graph.atomic import write_lines_atomic
+    from pacore_graph.runner import DatasetRecord, result_line
+
+    record = DatasetRecord(
+        id=result.problem_id or "question",
+        messages=({"role": "user", "content": question},),
+        line=1,
+    )
+    write_lines_atomic(path, [json.dumps(result_line(record, result), ensure_ascii=False)])
+    print(f"wrote {path}", file=sys.stderr)
 
 
 def _prepare(args: argparse.Namespace) -> tuple[PaCoReConfig, Any]:
@@ -602,8 +749,10 @@ async def _eval(args: argparse.Namespace) -> int:
         grader = grader_from_name(args.grader) if args.grader else None
     except (ValueError, ImportError, TypeError) as exc:
         raise UsageError(f"--grader: {exc}") from None
-    if not args.dataset.exists():
-        raise UsageError(f"--dataset {args.dataset}: no such file")
+    _readable_file(args.dataset, "--dataset")
+    if args.out.exists() and not args.out.is_dir():
+        raise UsageError(f"--out {args.out}: is a file; pacore eval writes a folder there")
+    _check_base_urls(args.base_url)
     config, compactor = _prepare(args)
     records, input_errors = read_dataset(args.dataset)
     for err in input_errors:
@@ -639,7 +788,7 @@ async def _eval(args: argparse.Namespace) -> int:
                 await aclose()
     print(outcome.report_md.read_text(encoding="utf-8"))
     print(f"wrote {outcome.report_json}, {outcome.report_md}, {outcome.plot}")
-    return 0
+    return EXIT_SKIPPED_INPUT if input_errors else EXIT_OK
 
 
 def _graph(args: argparse.Namespace) -> int:
@@ -672,7 +821,7 @@ def _graph(args: argparse.Namespace) -> int:
 
 async def _swe(args: argparse.Namespace) -> int:
     from pacore_graph.graphs.pacore_swe import run_swe
-    from pacore_graph.models import aclose_chat_model, make_chat_model
+    from pacore_graph.langchain_client import aclose_chat_model, make_chat_model
 
     if not args.base_url or not args.model:
         raise UsageError(
@@ -910,10 +1059,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _rl(args)
     except UsageError as exc:
         print(f"pacore: error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     except PaCoReError as exc:
         print(f"pacore: run failed: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_FAILED
+    except OSError as exc:
+        # A file that became unwritable mid-run, a full disk: one line, not a traceback.
+        print(f"pacore: error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     except KeyboardInterrupt:
         print("pacore: interrupted", file=sys.stderr)
         return 130

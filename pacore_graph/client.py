@@ -8,20 +8,28 @@ implementations ship:
   It is the default because the run's hot path is thousands of identical
   requests; measured here, LangChain's ``ChatOpenAI`` adds 2-5 ms of CPU per
   call on top of the HTTP (see ``benchmarks/README.md``).
-- :class:`pacore_graph.models.LangChainChatClient`: any LangChain chat model,
-  e.g. the ``ChatOpenAI`` built by :func:`pacore_graph.models.make_chat_model`.
+- :class:`pacore_graph.langchain_client.LangChainChatClient`: any LangChain chat
+  model, e.g. the ``ChatOpenAI`` built by
+  :func:`pacore_graph.langchain_client.make_chat_model`.
 
 Both keep the server's reasoning field (``reasoning`` or, from older vLLM,
 ``reasoning_content``), report per-sample finish reasons and usage, and accept
-``n`` (several samples of one prompt in one request). Servers that ignore
-``n`` (llama.cpp) get the missing samples as separate requests.
+``n`` (several samples of one prompt in one request). What happens when a
+server ignores ``n``, a batch request fails or a choice has no content is
+decided once, in :mod:`pacore_graph.sampling`.
+
+Retries wait an exponential backoff with random jitter (so a burst of 429s
+does not come back in lockstep), or the server's ``Retry-After`` when it sends
+one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import json
 import os
+import random
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -32,6 +40,7 @@ import aiohttp
 from pacore_graph.config import RetryPolicy, SamplingParams
 from pacore_graph.errors import ModelCallError
 from pacore_graph.records import Completion
+from pacore_graph.sampling import NSampler, SampleOutcome, check_encodable, first_failure
 
 __all__ = [
     "API_KEY_ENV_VARS",
@@ -39,14 +48,24 @@ __all__ = [
     "DeltaCallback",
     "OpenAICompatClient",
     "apportion",
+    "parse_chat_choices",
     "parse_chat_response",
+    "parse_retry_after",
     "resolve_api_key",
+    "retryable_status",
 ]
 
 #: Environment variables read for the API key, in order.
 API_KEY_ENV_VARS = ("PACORE_API_KEY", "OPENAI_API_KEY")
 
 _RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+#: The server as a whole is busy: smaller requests would not help.
+_OVERLOADED_STATUS = frozenset({429, 503})
+
+
+def retryable_status(status: int) -> bool:
+    """Whether an HTTP error status is one retries are for (429, 5xx, a few 4xx)."""
+    return status in _RETRYABLE_STATUS or status >= 500
 
 
 @runtime_checkable
@@ -120,10 +139,41 @@ def _choice_token_count(choice: Mapping[str, Any]) -> int | None:
     return None
 
 
-def parse_chat_response(
+def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
+    """Seconds a ``Retry-After`` header asks to wait (delta-seconds or an HTTP date)."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        seconds = when.timestamp() - (time.time() if now is None else now)
+    if seconds != seconds:  # NaN
+        return None
+    return max(0.0, seconds)
+
+
+def _no_content(choice: Mapping[str, Any], message: Mapping[str, Any]) -> ModelCallError:
+    reasoning = message.get("reasoning") or message.get("reasoning_content") or ""
+    why = f"finish_reason={choice.get('finish_reason')!r}"
+    if reasoning:
+        why += f", {len(reasoning)} characters of reasoning and no answer"
+    return ModelCallError(f"server returned no content (content: null, {why})")
+
+
+def parse_chat_choices(
     data: Mapping[str, Any], *, latency_s: float, model: str | None = None
-) -> list[Completion]:
-    """Turn a chat.completion JSON object into one :class:`Completion` per choice."""
+) -> list[SampleOutcome]:
+    """One outcome per choice of a chat.completion JSON object.
+
+    A choice whose ``content`` is null (and that made no tool call) is a
+    failed sample with its cause, not an empty success: a reasoning model cut
+    by ``max_tokens`` while still thinking answers like that.
+    """
     choices = data.get("choices")
     if not isinstance(choices, list) or not choices:
         error = data.get("error")
@@ -148,8 +198,12 @@ def parse_chat_response(
     else:
         weights = [len(c) + len(r or "") for c, r in texts]
         shares, estimated = apportion(total_completion, weights), True
-    out = []
+    out: list[SampleOutcome] = []
     for choice, (content, reasoning), share in zip(choices, texts, shares, strict=True):
+        message = choice.get("message") or {}
+        if message.get("content") is None and not message.get("tool_calls"):
+            out.append(_no_content(choice, message))
+            continue
         token_ids = choice.get("token_ids")
         out.append(
             Completion(
@@ -166,6 +220,16 @@ def parse_chat_response(
             )
         )
     return out
+
+
+def parse_chat_response(
+    data: Mapping[str, Any], *, latency_s: float, model: str | None = None
+) -> list[Completion]:
+    """Turn a chat.completion JSON object into one :class:`Completion` per choice.
+
+    Raises :class:`ModelCallError` when a choice failed (see :func:`parse_chat_choices`).
+    """
+    return first_failure(parse_chat_choices(data, latency_s=latency_s, model=model))
 
 
 class OpenAICompatClient:
@@ -203,8 +267,13 @@ class OpenAICompatClient:
         self._sessions: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, aiohttp.ClientSession
         ] = weakref.WeakKeyDictionary()
-        #: Becomes False once the server is seen ignoring ``n`` (llama.cpp).
-        self.supports_n: bool | None = None
+        self._sampler = NSampler()
+        self._rng = random.Random()
+
+    @property
+    def supports_n(self) -> bool | None:
+        """False once the server is seen ignoring ``n`` (llama.cpp); None until known."""
+        return self._sampler.supports_n
 
     def __repr__(self) -> str:
         return f"OpenAICompatClient(base_url={self.base_url!r}, model={self.model!r})"
@@ -235,6 +304,17 @@ class OpenAICompatClient:
         params: SamplingParams,
         seed: int | None = None,
     ) -> list[Completion]:
+        return first_failure(await self.complete_each(messages, n=n, params=params, seed=seed))
+
+    async def complete_each(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        n: int = 1,
+        params: SamplingParams,
+        seed: int | None = None,
+    ) -> list[SampleOutcome]:
+        """Like :meth:`complete`, but one outcome per sample: a failure stays that sample's."""
         if n < 1:
             raise ValueError(f"n must be >= 1, got {n}")
         body: dict[str, Any] = {
@@ -242,25 +322,17 @@ class OpenAICompatClient:
             "messages": list(messages),
             **params.request_fields(),
         }
-        if seed is not None:
-            body["seed"] = seed
-        if n == 1 or self.supports_n is False:
-            results = await asyncio.gather(
-                *(self._post_with_retry(body, params.timeout) for _ in range(n))
-            )
-            return [c for group in results for c in group[:1]]
-        body["n"] = n
-        first = await self._post_with_retry(body, params.timeout)
-        if len(first) >= n:
-            self.supports_n = True
-            return first[:n]
-        # The server ignored n: fetch the rest one by one (and remember).
-        self.supports_n = False
-        del body["n"]
-        rest = await asyncio.gather(
-            *(self._post_with_retry(body, params.timeout) for _ in range(n - len(first)))
-        )
-        return first + [c for group in rest for c in group[:1]]
+        check_encodable(body["messages"])
+
+        async def request(count: int, sample_seed: int | None) -> list[SampleOutcome]:
+            one = dict(body)
+            if count > 1:
+                one["n"] = count
+            if sample_seed is not None:
+                one["seed"] = sample_seed
+            return await self._post_with_retry(one, params.timeout)
+
+        return await self._sampler.sample(request, n, seed)
 
     async def stream(
         self,
@@ -282,6 +354,7 @@ class OpenAICompatClient:
             "stream": True,
             "stream_options": {"include_usage": True},
         }
+        check_encodable(body["messages"])
         if seed is not None:
             body["seed"] = seed
         policy = self.retry
@@ -293,7 +366,8 @@ class OpenAICompatClient:
                 exc.attempts = attempt
                 if sent[0] or not exc.retryable or attempt == policy.max_attempts:
                     raise
-            await asyncio.sleep(policy.backoff(attempt))
+                delay = policy.delay(attempt, retry_after=exc.retry_after, rng=self._rng)
+            await asyncio.sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _stream_once(
@@ -318,7 +392,9 @@ class OpenAICompatClient:
                     raise ModelCallError(
                         f"HTTP {resp.status} from {self._url}: {detail}",
                         status=resp.status,
-                        retryable=resp.status in _RETRYABLE_STATUS or resp.status >= 500,
+                        retryable=retryable_status(resp.status),
+                        retry_after=parse_retry_after(resp.headers.get("Retry-After")),
+                        server_wide=resp.status in _OVERLOADED_STATUS,
                     )
                 async for raw_line in resp.content:
                     line = raw_line.strip()
@@ -355,6 +431,12 @@ class OpenAICompatClient:
             raise ModelCallError(
                 f"cannot reach {self._url}: {type(exc).__name__}: {exc}", retryable=True
             ) from None
+        if not content:
+            # The streamed form of ``content: null``: a failure with its cause, not "".
+            why = f"finish_reason={finish!r}"
+            if reasoning:
+                why += f", {sum(map(len, reasoning))} characters of reasoning and no answer"
+            raise ModelCallError(f"server returned no content (streamed none, {why})")
         return Completion(
             content="".join(content),
             reasoning="".join(reasoning) if reasoning else None,
@@ -365,7 +447,9 @@ class OpenAICompatClient:
             model=self.model,
         )
 
-    async def _post_with_retry(self, body: Mapping[str, Any], timeout: float) -> list[Completion]:
+    async def _post_with_retry(
+        self, body: Mapping[str, Any], timeout: float
+    ) -> list[SampleOutcome]:
         policy = self.retry
         for attempt in range(1, policy.max_attempts + 1):
             try:
@@ -376,10 +460,11 @@ class OpenAICompatClient:
                     if exc.retryable:
                         exc.args = (f"{exc.args[0]} (gave up after {attempt} attempts)",)
                     raise
-            await asyncio.sleep(policy.backoff(attempt))
+                delay = policy.delay(attempt, retry_after=exc.retry_after, rng=self._rng)
+            await asyncio.sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _post(self, body: Mapping[str, Any], timeout: float) -> list[Completion]:
+    async def _post(self, body: Mapping[str, Any], timeout: float) -> list[SampleOutcome]:
         started = time.perf_counter()
         try:
             async with self._session().post(
@@ -387,13 +472,16 @@ class OpenAICompatClient:
             ) as resp:
                 raw = await resp.read()
                 status = resp.status
+                retry_after = parse_retry_after(resp.headers.get("Retry-After"))
         except TimeoutError:
             raise ModelCallError(
                 f"timed out after {timeout:g}s waiting for {self._url}", retryable=True
             ) from None
         except aiohttp.ClientError as exc:
             raise ModelCallError(
-                f"cannot reach {self._url}: {type(exc).__name__}: {exc}", retryable=True
+                f"cannot reach {self._url}: {type(exc).__name__}: {exc}",
+                retryable=True,
+                server_wide=isinstance(exc, aiohttp.ClientConnectorError),
             ) from None
         latency = time.perf_counter() - started
         if status != 200:
@@ -401,7 +489,9 @@ class OpenAICompatClient:
             raise ModelCallError(
                 f"HTTP {status} from {self._url}: {detail}",
                 status=status,
-                retryable=status in _RETRYABLE_STATUS or status >= 500,
+                retryable=retryable_status(status),
+                retry_after=retry_after,
+                server_wide=status in _OVERLOADED_STATUS,
             )
         try:
             data = json.loads(raw)
@@ -410,4 +500,6 @@ class OpenAICompatClient:
                 f"server sent invalid JSON: {raw[:200].decode('utf-8', 'replace')!r}",
                 retryable=True,
             ) from None
-        return parse_chat_response(data, latency_s=latency, model=self.model)
+        if not isinstance(data, dict):
+            raise ModelCallError(f"server sent JSON that is not an object: {raw[:200]!r}")
+        return parse_chat_choices(data, latency_s=latency, model=self.model)

@@ -7,6 +7,7 @@ request is sent, with a message that names the field and its allowed range.
 
 from __future__ import annotations
 
+import random
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -76,10 +77,32 @@ class RetryPolicy(_Frozen):
     initial_backoff: float = Field(0.5, ge=0.0, le=60.0)
     max_backoff: float = Field(8.0, ge=0.0, le=600.0)
     multiplier: float = Field(2.0, ge=1.0, le=10.0)
+    jitter: float = Field(
+        0.5, ge=0.0, le=1.0, description="Fraction of each backoff drawn at random."
+    )
+    max_retry_after: float = Field(
+        60.0, ge=0.0, le=3600.0, description="Longest server Retry-After honoured (seconds)."
+    )
 
     def backoff(self, attempt: int) -> float:
         """Seconds to wait before retry number ``attempt`` (1-based)."""
         return min(self.max_backoff, self.initial_backoff * self.multiplier ** (attempt - 1))
+
+    def delay(
+        self, attempt: int, *, retry_after: float | None = None, rng: random.Random | None = None
+    ) -> float:
+        """The actual wait before retry ``attempt``: jittered backoff, or the server's word.
+
+        The backoff is drawn uniformly from ``[(1 - jitter) * b, b]`` so that
+        requests failed by one burst (a wall of 429s) do not retry in lockstep.
+        A ``Retry-After`` from the server wins when given (capped at
+        ``max_retry_after``), with the same jitter added on top.
+        """
+        draw = (rng or random).random()
+        base = self.backoff(attempt)
+        if retry_after is not None:
+            return min(retry_after, self.max_retry_after) + self.jitter * base * draw
+        return base * (1.0 - self.jitter * draw)
 
 
 class PaCoReConfig(_Frozen):

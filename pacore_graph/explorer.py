@@ -105,9 +105,7 @@ class ChatExplorer:
     batcher: SampleBatcher
 
     async def explore(self, task: ExploreTask, config: RunnableConfig) -> Trajectory:
-        seed = task.seed
-        if seed is not None and self.batcher.enabled:
-            seed -= task.index  # one request for the round: one seed for the round
+        seed = task.seed  # this explorer's own (pacore_graph.seeds), batched or not
         record_chat_request(self.batcher.client, seed=seed)  # on this explorer's span
         try:
             if task.stream and wants_tokens(config):

@@ -1,21 +1,125 @@
-"""Append-only JSONL result files that survive interruptions.
+"""JSONL files: the one reader (with one error policy) and the append-only sink.
 
-``pacore run --output`` and ``pacore eval`` write one line per finished run
-and resume from what is there. A run killed mid-write leaves a last line with
-no newline; appending to it would glue the next result onto the cut one and
-lose both (and redo that run on every later resume), so the sink ends a cut
-line before writing.
+**Reading.** Every JSONL file the package reads (datasets, ``pacore run`` and
+``pacore eval`` results, training pools) goes through :func:`read_lines`. Its
+policy is the same everywhere: a line that cannot be used never aborts the
+file and is never dropped silently; it comes out as a :class:`BadLine` with
+its 1-based line number and the reason, between the good lines, and the
+caller decides what to do (report it, count it, or refuse the file). Bad means:
+bytes that are not UTF-8, text that is not JSON, JSON that is not an object,
+or strings holding lone surrogates (a ``"\\ud800"`` escape), which no server
+can be sent. Blank lines are not lines of data and are skipped.
+
+**Appending.** ``pacore run --output`` and ``pacore eval`` write one line per
+finished run and resume from what is there. A run killed mid-write leaves a
+last line with no newline; appending to it would glue the next result onto
+the cut one and lose both, so :func:`open_append` ends a cut line first.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["ends_cut", "iter_objects", "open_append"]
+__all__ = [
+    "BadLine",
+    "JsonLine",
+    "dumps_line",
+    "ends_cut",
+    "iter_objects",
+    "open_append",
+    "parse_line",
+    "read_lines",
+    "unicode_problem",
+    "write_lines",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BadLine:
+    """A line of an input file that could not be used, and why."""
+
+    line: int
+    reason: str
+
+    @property
+    def message(self) -> str:
+        """The reason (the name dataset errors used)."""
+        return self.reason
+
+    def __str__(self) -> str:
+        return f"line {self.line}: {self.reason}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JsonLine:
+    """A line that holds a JSON object."""
+
+    line: int
+    data: dict[str, Any]
+
+
+def unicode_problem(value: Any) -> str | None:
+    """Where ``value`` holds a string that is not valid Unicode (a lone surrogate), or None."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"holds a lone surrogate (e.g. a \\ud800 escape) at character {exc.start}"
+    return None
+
+
+def parse_line(raw: bytes, lineno: int) -> JsonLine | BadLine | None:
+    """One raw line as an object or a :class:`BadLine`; None for a blank line."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        byte = raw[exc.start : exc.start + 1].hex()
+        return BadLine(
+            line=lineno, reason=f"not UTF-8 text (byte 0x{byte} at column {exc.start + 1})"
+        )
+    if not text.strip():
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        return BadLine(line=lineno, reason=f"not valid JSON ({exc})")
+    if not isinstance(data, dict):
+        return BadLine(line=lineno, reason=f"expected a JSON object, got {type(data).__name__}")
+    problem = unicode_problem(data)
+    if problem is not None:
+        return BadLine(line=lineno, reason=f"not valid text: {problem}")
+    return JsonLine(line=lineno, data=data)
+
+
+def read_lines(path: str | Path) -> Iterator[JsonLine | BadLine]:
+    """Every non-blank line of a JSONL file, in order, as :class:`JsonLine` or :class:`BadLine`.
+
+    Streams (one line in memory at a time). Raises ``FileNotFoundError`` /
+    ``IsADirectoryError`` / ``PermissionError`` for a file that cannot be read
+    at all: that is the caller's argument, not a line.
+    """
+    with open(path, "rb") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            parsed = parse_line(raw, lineno)
+            if parsed is not None:
+                yield parsed
+
+
+def iter_objects(path: Path) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a result file, leaving out bad lines (a missing file has none).
+
+    For resuming: a line cut by an interruption is a run that did not finish,
+    so it simply runs again.
+    """
+    if not Path(path).exists():
+        return
+    for item in read_lines(path):
+        if isinstance(item, JsonLine):
+            yield item.data
 
 
 def ends_cut(path: Path) -> bool:
@@ -37,15 +141,15 @@ def open_append(path: Path) -> IO[str]:
     return sink
 
 
-def iter_objects(path: Path) -> Iterator[dict[str, Any]]:
-    """The JSON objects of a result file, skipping lines an interruption cut (or no file)."""
-    if not path.exists():
-        return
-    with open(path, encoding="utf-8") as fh:
-        for text in fh:
-            try:
-                data = json.loads(text)
-            except ValueError:
-                continue  # a cut line: that run did not finish, so it runs again
-            if isinstance(data, dict):
-                yield data
+def dumps_line(record: Mapping[str, Any]) -> str:
+    """One JSONL line (without its newline), UTF-8 text kept as is."""
+    return json.dumps(record, ensure_ascii=False)
+
+
+def write_lines(sink: IO[str], records: Iterable[Mapping[str, Any]]) -> int:
+    """Write records as JSONL lines to an open text file; return how many."""
+    count = 0
+    for record in records:
+        sink.write(dumps_line(record) + "\n")
+        count += 1
+    return count

@@ -39,6 +39,7 @@ from pacore_graph.prompts import (
 )
 from pacore_graph.quorum import DROPPED, RoundGate, RoundQuorum
 from pacore_graph.records import PaCoReResult, Trajectory
+from pacore_graph.seeds import explorer_seed
 from pacore_graph.state import PaCoReState
 from pacore_graph.streaming import (
     answer_message_id,
@@ -178,7 +179,7 @@ class PaCoReNodes:
                     width=width,
                     messages=prompt,
                     references=refs,
-                    seed=None if base_seed is None else base_seed + 1000 * r + i,
+                    seed=explorer_seed(base_seed, r, i),
                     stream=final,
                 ),
             )

@@ -6,11 +6,14 @@ Input records use the public PaCoRe pipeline's format: ``{"id", "messages",
 ``round_responses``) plus this project's full record (``answer``,
 ``effective_ttc``, ``rounds`` of trajectory records, ...).
 
-- A malformed input line is reported with its line number and skipped; the
-  other problems run.
+- A malformed input line (not UTF-8, not JSON, a lone-surrogate escape, no
+  usable messages) is reported with its line number and skipped; the other
+  problems run (:mod:`pacore_graph.jsonl` reads, with its one error policy).
 - A problem whose run fails is written with ``"error"`` and is *not* counted
   as finished, so a re-run retries it; a re-run with the same output file
-  skips ids that already have a successful line.
+  skips ids that already have a successful line, and at the end the file is
+  rewritten (atomically) with exactly one line per id, the latest winning
+  (:func:`pacore_graph.results_file.compact_results`).
 - Every problem goes through one compiled graph, so the graph's concurrency
   limit on model calls is shared by all of them.
 - With a checkpointer (the CLI's default: SQLite beside the output), a run
@@ -33,8 +36,9 @@ from tqdm import tqdm
 from pacore_graph.checkpoint import DEFAULT_DURABILITY, Durability
 from pacore_graph.fanout import Job, run_jobs
 from pacore_graph.graph import normalize_conversation
-from pacore_graph.jsonl import iter_objects, open_append
+from pacore_graph.jsonl import BadLine, open_append, read_lines
 from pacore_graph.records import PaCoReResult
+from pacore_graph.results_file import ResultLine, compact_results, read_results
 
 __all__ = [
     "DatasetRecord",
@@ -58,15 +62,8 @@ class DatasetRecord:
     raw: Mapping[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class InputError:
-    """A dataset line that could not be used, and why."""
-
-    line: int
-    message: str
-
-    def __str__(self) -> str:
-        return f"line {self.line}: {self.message}"
+InputError = BadLine
+"""A dataset line that could not be used, and why (the one "bad line" class)."""
 
 
 @dataclass(slots=True)
@@ -82,13 +79,7 @@ class RunSummary:
     effective_ttc: int = 0
 
 
-def _parse_line(text: str, lineno: int, seen: set[str]) -> DatasetRecord:
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise ValueError(f"not valid JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"expected a JSON object, got {type(data).__name__}")
+def _parse_record(data: dict[str, Any], lineno: int, seen: set[str]) -> DatasetRecord:
     messages = data.get("messages")
     if messages is None and isinstance(data.get("conversation"), list):
         messages = data["conversation"]  # PaCoRe-Train records
@@ -113,23 +104,25 @@ def read_dataset(path: str | Path) -> tuple[list[DatasetRecord], list[InputError
     records: list[DatasetRecord] = []
     errors: list[InputError] = []
     seen: set[str] = set()
-    with open(path, encoding="utf-8") as fh:
-        for lineno, text in enumerate(fh, start=1):
-            if not text.strip():
-                continue
-            try:
-                records.append(_parse_line(text, lineno, seen))
-            except ValueError as exc:
-                errors.append(InputError(line=lineno, message=str(exc)))
+    for item in read_lines(path):
+        if isinstance(item, BadLine):
+            errors.append(item)
+            continue
+        try:
+            records.append(_parse_record(item.data, item.line, seen))
+        except ValueError as exc:
+            errors.append(BadLine(line=item.line, reason=str(exc)))
     return records, errors
 
 
 def finished_ids(path: str | Path) -> set[str]:
     """Ids that already have a successful line in an output file (for resuming)."""
+    if not Path(path).exists():
+        return set()
     return {
-        str(data["request_id"])
-        for data in iter_objects(Path(path))
-        if not data.get("error") and "request_id" in data
+        item.problem_id
+        for item in read_results(path)
+        if isinstance(item, ResultLine) and item.ok and not item.is_eval
     }
 
 
@@ -238,5 +231,6 @@ async def run_dataset(
             )
         finally:
             bar.close()
+    compact_results(out_path)
     summary.wall_s = time.perf_counter() - started
     return summary

@@ -144,7 +144,7 @@ def build_tool_explorer(
     """A :class:`~pacore_graph.explorer.GraphExplorer` running a model <-> tool loop.
 
     ``chat_model`` must support ``bind_tools`` (e.g. the ``ChatOpenAI`` from
-    :func:`pacore_graph.models.make_chat_model`). ``max_steps`` bounds model
+    :func:`pacore_graph.langchain_client.make_chat_model`). ``max_steps`` bounds model
     calls per trajectory; ``max_completion_tokens`` bounds the tokens they
     generate in total. When a budget runs out the last answer stands and the
     trajectory's ``finish_reason`` is ``"length"`` (flagged as truncated).

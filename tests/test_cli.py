@@ -253,7 +253,8 @@ def test_dataset_mode_reports_bad_lines_on_stderr(
         encoding="utf-8",
     )
     out = tmp_path / "out.jsonl"
-    assert main(["run", *base(server), "--input", str(data), "--output", str(out), "--json"]) == 0
+    # Exit 3: the good lines ran, but some input was skipped (scripts must notice).
+    assert main(["run", *base(server), "--input", str(data), "--output", str(out), "--json"]) == 3
     captured = capsys.readouterr()
     assert f"{data}:line 2: not valid JSON" in captured.err
     report = json.loads(captured.out)
@@ -306,7 +307,7 @@ def test_input_without_usable_records_exits_2(
     assert "line 1: expected a JSON object" in err
 
 
-@pytest.mark.parametrize("rounds", ["a,b", "4,x"])
+@pytest.mark.parametrize("rounds", ["a,b", "4,x", "", "4,,2", ","])
 def test_non_numeric_rounds_exits_2(capsys: Any, rounds: str) -> None:
     with pytest.raises(SystemExit) as info:
         main(

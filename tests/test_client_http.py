@@ -22,7 +22,7 @@ from langchain_openai import ChatOpenAI
 from pacore_graph.client import ChatClient, OpenAICompatClient
 from pacore_graph.config import RetryPolicy, SamplingParams
 from pacore_graph.errors import ModelCallError
-from pacore_graph.models import LangChainChatClient, ReasoningChatOpenAI, make_chat_model
+from pacore_graph.langchain_client import LangChainChatClient, ReasoningChatOpenAI, make_chat_model
 from pacore_graph.records import Completion
 from pacore_graph.testing import (
     DISCONNECT_STATUS,

@@ -28,7 +28,7 @@ from pacore_graph import (
 )
 from pacore_graph.client import OpenAICompatClient
 from pacore_graph.config import RetryPolicy, SamplingParams
-from pacore_graph.models import LangChainChatClient, make_chat_model
+from pacore_graph.langchain_client import LangChainChatClient, make_chat_model
 from pacore_graph.prompts import render_synthesis
 from pacore_graph.records import PaCoReResult
 from pacore_graph.testing import (

@@ -217,13 +217,15 @@ async def test_run_dataset_resumes_skipping_finished_and_retrying_failed(
     assert len(client.calls) == 3 + 1
     assert finished_ids(out) == set(SAMPLE_IDS)
     lines = read_output(out)
-    assert len(lines) == 6  # the error line stays; the retry appended a success
+    # Exactly one line per id: the retry's success replaced the old error line.
+    assert sorted(line["request_id"] for line in lines) == sorted(SAMPLE_IDS)
+    assert not any("error" in line for line in lines)
 
     # Third run: nothing left to do, no model calls.
     graph, client = graph_and_client()
     summary = await run_dataset(graph, records, out, progress=False)
     assert (summary.skipped, summary.succeeded, client.requests) == (5, 0, 0)
-    assert len(read_output(out)) == 6
+    assert read_output(out) == lines
 
 
 async def test_run_dataset_skips_prewritten_lines(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ import pytest
 from pacore_graph.cli import main
 from pacore_graph.config import PaCoReConfig
 from pacore_graph.graphs.pacore_swe import SWECompactor, run_swe
-from pacore_graph.models import aclose_chat_model, make_chat_model
+from pacore_graph.langchain_client import aclose_chat_model, make_chat_model
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer, ScriptedToolCall
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "swe_fix_bug"

@@ -204,7 +204,7 @@ async def test_tool_explorer_spans_go_to_the_runs_provider(
     """``invoke_agent``, per-step ``chat`` and ``execute_tool`` spans nest under the round."""
     from langchain_core.tools import tool
 
-    from pacore_graph.models import aclose_chat_model, make_chat_model
+    from pacore_graph.langchain_client import aclose_chat_model, make_chat_model
     from pacore_graph.testing import ScriptedReply, ScriptedServer, ScriptedToolCall
     from pacore_graph.tool_explorer import build_tool_explorer, static_tools
 

@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from pacore_graph.atomic import write_lines_atomic
+from pacore_graph.jsonl import BadLine, read_lines
 
 __all__ = [
     "ARITHMETIC_OPS",
@@ -90,7 +91,12 @@ def _generate(
     high: int,
     ops: Sequence[str],
     modulus: int,
-) -> list[dict[str, Any]]:
+) -> Iterator[dict[str, Any]]:
+    """Problems one at a time (arguments checked now, before the first is asked for).
+
+    An iterator, so ``pacore data --n 100000000`` streams to disk in bounded
+    memory instead of building the whole list first.
+    """
     _check_n(n)
     if isinstance(ops, str):
         raise TypeError(f"ops must be a sequence of op names, not the string {ops!r}")
@@ -107,23 +113,25 @@ def _generate(
         raise ValueError(f"operand range must satisfy 0 <= low <= high, got [{low}, {high}]")
     if "modexp" in ops and modulus < 2:
         raise ValueError(f"modexp needs a modulus >= 2, got {modulus}")
+    return _problems(prefix, n, seed, low=low, high=high, ops=ops, modulus=modulus)
+
+
+def _problems(
+    prefix: str, n: int, seed: int, *, low: int, high: int, ops: Sequence[str], modulus: int
+) -> Iterator[dict[str, Any]]:
     rng = random.Random(seed)
-    records: list[dict[str, Any]] = []
     for i in range(n):
         op = ops[i % len(ops)]
         a = rng.randint(low, high)
         b = rng.randint(low, high)
         question, answer = _question(op, a, b, modulus)
-        records.append(
-            {
-                "id": f"{prefix}-{seed}-{i}",
-                "messages": [{"role": "user", "content": f"{question} {_INSTRUCTION}"}],
-                "ground_truth": {"answer": str(answer)},
-                "category": "math",
-                "op": op,
-            }
-        )
-    return records
+        yield {
+            "id": f"{prefix}-{seed}-{i}",
+            "messages": [{"role": "user", "content": f"{question} {_INSTRUCTION}"}],
+            "ground_truth": {"answer": str(answer)},
+            "category": "math",
+            "op": op,
+        }
 
 
 def arithmetic_problems(
@@ -143,7 +151,7 @@ def arithmetic_problems(
     runs, which uniform sampling would not guarantee for small n. ``modexp``
     asks for ``a^b mod modulus``; ``sub`` answers are negative when b > a.
     """
-    return _generate("arith", n, seed, low=low, high=high, ops=ops, modulus=modulus)
+    return list(_generate("arith", n, seed, low=low, high=high, ops=ops, modulus=modulus))
 
 
 def easy_arithmetic_problems(n: int, seed: int) -> list[dict[str, Any]]:
@@ -153,14 +161,24 @@ def easy_arithmetic_problems(n: int, seed: int) -> list[dict[str, Any]]:
     a scaling curve on the real set would be flat at zero; two-digit problems
     leave room for both mistakes and their correction.
     """
+    return list(_easy(n, seed))
+
+
+def _arith(n: int, seed: int) -> Iterator[dict[str, Any]]:
+    return _generate(
+        "arith", n, seed, low=10**11, high=10**13, ops=ARITHMETIC_OPS, modulus=DEFAULT_MODULUS
+    )
+
+
+def _easy(n: int, seed: int) -> Iterator[dict[str, Any]]:
     return _generate(
         "easy", n, seed, low=1, high=99, ops=EASY_ARITHMETIC_OPS, modulus=DEFAULT_MODULUS
     )
 
 
-_GENERATORS: dict[str, Callable[[int, int], list[dict[str, Any]]]] = {
-    "arithmetic": arithmetic_problems,
-    "easy-arithmetic": easy_arithmetic_problems,
+_GENERATORS: dict[str, Callable[[int, int], Iterator[dict[str, Any]]]] = {
+    "arithmetic": _arith,
+    "easy-arithmetic": _easy,
 }
 
 
@@ -182,19 +200,10 @@ def load_jsonl(path: str | Path) -> list[dict[str, Any]]:
     a bad line is a broken file and raises with its line number.
     """
     records: list[dict[str, Any]] = []
-    with open(path, encoding="utf-8") as fh:
-        for lineno, text in enumerate(fh, start=1):
-            if not text.strip():
-                continue
-            try:
-                data = json.loads(text)
-            except ValueError as exc:
-                raise ValueError(f"{path}:{lineno}: not valid JSON ({exc})") from None
-            if not isinstance(data, dict):
-                raise ValueError(
-                    f"{path}:{lineno}: expected a JSON object, got {type(data).__name__}"
-                )
-            records.append(data)
+    for item in read_lines(path):
+        if isinstance(item, BadLine):
+            raise ValueError(f"{path}:{item.line}: {item.reason}")
+        records.append(item.data)
     return records
 
 

@@ -43,6 +43,7 @@ from pacore_graph.fanout import Job, run_jobs
 from pacore_graph.jsonl import iter_objects, open_append
 from pacore_graph.limits import SequenceLimiter
 from pacore_graph.records import PaCoReResult
+from pacore_graph.results_file import compact_results
 from pacore_graph.runner import DatasetRecord
 from pacore_graph.tracing import TraceOptions
 
@@ -240,6 +241,7 @@ async def run_eval(
             timings[spec.text] = round(time.perf_counter() - started, 3)
             timings_path.write_text(json.dumps(timings, indent=1))
 
+    compact_results(results_path)  # one line per (method, problem, sample), latest winning
     wanted = {m.text for m in methods}
     ids = {r.id for r in graded}
     lines = [

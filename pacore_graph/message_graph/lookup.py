@@ -1,22 +1,20 @@
 """Finding one run in a ``results.jsonl`` of ``pacore run`` or ``pacore eval``.
 
-A thin lookup over the lines :func:`pacore_graph.jsonl.iter_objects` reads
-(the one reader of result files, with its one policy: a line an interruption
-cut is skipped). It tells a run line from an eval line and picks the last
-successful run of a problem; when the project's results-file model lands,
-these few functions become calls to it.
+A thin lookup over the results-file model (:mod:`pacore_graph.results_file`,
+which reads run lines and eval lines for every command): it picks the last
+successful run of a problem and says what is available when that run is not
+there.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from pacore_graph.errors import PaCoReError
-from pacore_graph.jsonl import iter_objects
 from pacore_graph.records import PaCoReResult
+from pacore_graph.results_file import ResultLine, read_results
 
 __all__ = ["ResultLookupError", "load_result"]
 
@@ -32,26 +30,16 @@ def _few(ids: list[str], limit: int = 8) -> str:
     return (shown + more) if unique else "none"
 
 
-def _is_eval_line(line: Mapping[str, Any]) -> bool:
-    return "method" in line and "sample" in line
-
-
-def _run_line_ids(line: Mapping[str, Any]) -> set[str]:
-    return {str(line[k]) for k in ("request_id", "id", "problem_id") if line.get(k) is not None}
-
-
-def _pick(
-    lines: list[dict[str, Any]], what: str, rounds_of: Callable[[dict[str, Any]], Any]
-) -> tuple[PaCoReResult, dict[str, Any]]:
+def _pick(lines: list[ResultLine], what: str) -> tuple[PaCoReResult, ResultLine]:
     """The last successful line of ``lines`` (a re-run appends after a failure)."""
-    good = [line for line in lines if not line.get("error")]
+    good = [line for line in lines if line.ok]
     if not good:
-        raise ResultLookupError(f"the run of {what} failed: {lines[-1]['error']}")
+        raise ResultLookupError(f"the run of {what} failed: {lines[-1].error}")
     line = good[-1]
-    data = rounds_of(line)
-    if not isinstance(data, Mapping) or "rounds" not in data:
-        raise ResultLookupError(f"the line of {what} has no 'rounds' record to draw")
-    return PaCoReResult.from_dict(data), line
+    try:
+        return line.result(), line
+    except ValueError:
+        raise ResultLookupError(f"the line of {what} has no 'rounds' record to draw") from None
 
 
 def load_result(
@@ -59,12 +47,12 @@ def load_result(
 ) -> tuple[PaCoReResult, Any]:
     """Find one run in a results file; return its result and its ground truth (or None).
 
-    Reads both shapes: ``pacore run`` output (the problem is matched by
-    ``request_id``, ``id`` or ``problem_id``) and ``pacore eval`` output
-    (matched by ``problem_id`` and ``sample``, and by ``method`` when given;
-    ``method`` is required when the problem was run by several methods).
-    When a problem has several lines (a failed run retried), the last
-    successful one is used.
+    Reads both shapes (:mod:`pacore_graph.results_file`): ``pacore run``
+    output (the problem is matched by ``request_id``, ``id`` or
+    ``problem_id``) and ``pacore eval`` output (matched by ``problem_id`` and
+    ``sample``, and by ``method`` when given; ``method`` is required when the
+    problem was run by several methods). When a problem has several lines (a
+    failed run retried), the last successful one is used.
 
     Raises ``FileNotFoundError`` when the file is missing and
     :class:`ResultLookupError` (naming what is available) when the run is not
@@ -74,48 +62,47 @@ def load_result(
     if not path.is_file():
         raise FileNotFoundError(f"no results file at {path}")
     problem_id = str(problem_id)
-    lines = list(iter_objects(path))
+    lines = [item for item in read_results(path) if isinstance(item, ResultLine)]
     if not lines:
         raise ResultLookupError(f"{path} holds no result lines")
-    runs = [line for line in lines if not _is_eval_line(line)]
-    evals = [line for line in lines if _is_eval_line(line)]
+    runs = [line for line in lines if not line.is_eval]
+    evals = [line for line in lines if line.is_eval]
 
-    matches = [line for line in runs if problem_id in _run_line_ids(line)]
+    matches = [line for line in runs if problem_id in line.ids]
     if matches:
-        result, line = _pick(matches, repr(problem_id), lambda line: line)
+        result, line = _pick(matches, repr(problem_id))
         if result.problem_id is None:
             result = dataclasses.replace(result, problem_id=problem_id)
-        return result, line.get("ground_truth")
+        return result, line.data.get("ground_truth")
 
-    for_problem = [line for line in evals if str(line.get("problem_id")) == problem_id]
+    for_problem = [line for line in evals if line.problem_id == problem_id]
     if not for_problem:
-        available = [str(line.get("request_id", line.get("id"))) for line in runs]
-        available += [str(line.get("problem_id")) for line in evals]
+        available = [line.problem_id for line in lines]
         raise ResultLookupError(
             f"no run of problem {problem_id!r} in {path}; available ids: {_few(available)}"
         )
-    methods = list(dict.fromkeys(str(line["method"]) for line in for_problem))
+    methods = list(dict.fromkeys(str(line.method) for line in for_problem))
     if method is not None:
         if method not in methods:
             raise ResultLookupError(
                 f"problem {problem_id!r} has no run of method {method!r} in {path}; "
                 f"its methods: {', '.join(methods)}"
             )
-        for_problem = [line for line in for_problem if line["method"] == method]
+        for_problem = [line for line in for_problem if line.method == method]
     elif len(methods) > 1:
         raise ResultLookupError(
             f"problem {problem_id!r} was run by several methods in {path}: "
             f"{', '.join(methods)}; choose one with method=..."
         )
-    chosen = [line for line in for_problem if int(line.get("sample", 0)) == sample]
+    chosen = [line for line in for_problem if line.sample == sample]
     if not chosen:
-        samples = sorted({int(line.get("sample", 0)) for line in for_problem})
+        samples = sorted({line.sample for line in for_problem})
         raise ResultLookupError(
-            f"problem {problem_id!r} ({for_problem[0]['method']}) has no sample {sample}; "
+            f"problem {problem_id!r} ({for_problem[0].method}) has no sample {sample}; "
             f"its samples: {', '.join(map(str, samples))}"
         )
-    what = f"{problem_id!r} ({chosen[0]['method']}, sample {sample})"
-    result, line = _pick(chosen, what, lambda line: line.get("result"))
+    what = f"{problem_id!r} ({chosen[0].method}, sample {sample})"
+    result, line = _pick(chosen, what)
     if result.problem_id is None:
         result = dataclasses.replace(result, problem_id=problem_id)
-    return result, line.get("ground_truth")
+    return result, line.data.get("ground_truth")

@@ -41,8 +41,10 @@ from pacore_graph.eval.graders import (
     ground_truth_answer,
 )
 from pacore_graph.graph import normalize_conversation
+from pacore_graph.jsonl import BadLine
 from pacore_graph.prompts import SYNTHESIS_TEMPLATE, synthesis_messages
 from pacore_graph.records import PaCoReResult, Trajectory, trajectory_id
+from pacore_graph.results_file import ResultLine, read_results
 
 __all__ = [
     "EPISODE_SCHEMA_VERSION",
@@ -223,74 +225,52 @@ class ResultRun:
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SkippedLine:
-    """A results line that holds no usable run, and why."""
-
-    line: int
-    reason: str
-
-    def __str__(self) -> str:
-        return f"line {self.line}: {self.reason}"
+SkippedLine = BadLine
+"""A results line that holds no usable run, and why (the one "bad line" class)."""
 
 
-def _parse_run(data: Mapping[str, Any], lineno: int, source: str) -> ResultRun:
-    if data.get("error"):
-        raise ValueError(f"the run failed ({str(data['error'])[:120]})")
-    if isinstance(data.get("result"), Mapping):  # pacore eval line
-        result_data: Mapping[str, Any] = data["result"]
-        method = data.get("method")
-        sample = data.get("sample")
-    elif "rounds" in data:  # pacore run --input line
-        result_data = data
-        method, sample = None, None
-    else:
-        raise ValueError("no 'rounds' or 'result': not a pacore run / pacore eval results line")
-    messages = data.get("messages")
+def _parse_run(entry: ResultLine, source: str) -> ResultRun:
+    result = entry.result()  # ValueError for a failed run or a line with no result
+    messages = entry.data.get("messages")
     if not isinstance(messages, list) or not messages:
         raise ValueError("no 'messages': the problem's conversation is needed to rebuild prompts")
-    result = PaCoReResult.from_dict(result_data)
-    problem_id = data.get("problem_id") or data.get("request_id") or data.get("id")
-    if problem_id is None:
-        problem_id = result.problem_id or f"line{lineno}"
     extra = result.extra if isinstance(result.extra, Mapping) else {}
-    run_id = str(extra.get("run_id") or f"{source}:{lineno}")
+    run_id = str(extra.get("run_id") or f"{source}:{entry.line}")
+    data = entry.data
     sampling = data.get("sampling", extra.get("sampling"))
     category = data.get("category")
     return ResultRun(
-        line=lineno,
-        problem_id=str(problem_id),
+        line=entry.line,
+        problem_id=entry.problem_id,
         run_id=run_id,
         conversation=tuple(messages),
         result=result,
         ground_truth=data.get("ground_truth"),
         category=str(category) if category is not None else None,
-        method=str(method) if method is not None else None,
-        sample=int(sample) if isinstance(sample, int) else None,
+        method=entry.method,
+        sample=entry.sample if entry.is_eval else None,
         sampling=sampling if isinstance(sampling, Mapping) else None,
         raw=data,
     )
 
 
 def iter_result_runs(path: str | Path) -> Iterator[ResultRun | SkippedLine]:
-    """Each line of a results file as a :class:`ResultRun` or a :class:`SkippedLine`."""
+    """Each line of a results file as a :class:`ResultRun` or a :class:`SkippedLine`.
+
+    The lines are read by the one results-file model
+    (:mod:`pacore_graph.results_file`); a run without a ``run_id`` is named
+    by its file and line, so the same file read twice yields the same ids.
+    """
     p = Path(path)
-    with open(p, encoding="utf-8") as fh:
-        for lineno, text in enumerate(fh, start=1):
-            if not text.strip():
-                continue
-            try:
-                data = json.loads(text)
-            except ValueError:
-                yield SkippedLine(line=lineno, reason="not valid JSON (a line cut by a crash?)")
-                continue
-            if not isinstance(data, dict):
-                yield SkippedLine(line=lineno, reason="not a JSON object")
-                continue
-            try:
-                yield _parse_run(data, lineno, p.name)
-            except (ValueError, KeyError, TypeError) as exc:
-                yield SkippedLine(line=lineno, reason=str(exc) or type(exc).__name__)
+    source = str(p.resolve())
+    for item in read_results(p):
+        if isinstance(item, BadLine):
+            yield item
+            continue
+        try:
+            yield _parse_run(item, source)
+        except ValueError as exc:
+            yield SkippedLine(line=item.line, reason=str(exc) or type(exc).__name__)
 
 
 def read_result_runs(path: str | Path) -> tuple[list[ResultRun], list[SkippedLine]]:

@@ -7,6 +7,13 @@ Three formats, all loadable with Hugging Face ``datasets``:
 - ``parquet``: ``OUT/episodes.parquet`` (``load_dataset("parquet", ...)``);
 - ``hf``: ``OUT`` is a ``Dataset.save_to_disk`` folder (``load_from_disk(OUT)``).
 
+``OUT`` may instead name the file itself (``--out x.jsonl``, ``--out
+x.parquet``): the episodes go there and the report beside it
+(``x.export_report.json``).
+
+Each run is exported once: a results file given twice, or the same run found
+in two files (its ``run_id``), adds its episodes only the first time.
+
 The tabular formats are written with an explicit schema
 (:func:`episode_features`), so a column that happens to be empty in one
 export (no log-probabilities, say) still has its real type and exports can
@@ -24,7 +31,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from pacore_graph.atomic import write_lines_atomic
+from pacore_graph.atomic import write_lines_atomic, write_text_atomic
 from pacore_graph.eval.graders import Grader
 from pacore_graph.prompts import SYNTHESIS_TEMPLATE
 from pacore_graph.rl import require_rl
@@ -44,6 +51,7 @@ __all__ = [
     "export_episodes",
     "load_dataset_path",
     "load_episode_dataset",
+    "report_path",
     "write_episodes",
 ]
 
@@ -73,6 +81,7 @@ class ExportReport:
     failed_trajectories: int
     skipped_lines: int
     skip_reasons: tuple[str, ...]
+    duplicate_runs: int
     graded: int
     ungraded: int
     mean_reward: float | None
@@ -94,6 +103,7 @@ class ExportReport:
             f"mean reward: {mean}",
             f"  failed trajectories (not episodes): {self.failed_trajectories}",
             f"  skipped lines: {self.skipped_lines}",
+            f"  duplicate runs (exported once): {self.duplicate_runs}",
         ]
         lines += [f"    {reason}" for reason in self.skip_reasons]
         return "\n".join(lines)
@@ -147,27 +157,62 @@ def episode_features() -> Any:
     )
 
 
+_FILE_SUFFIX = {"jsonl": ".jsonl", "parquet": ".parquet"}
+
+
+def _episodes_file(out: Path, fmt: str) -> Path | None:
+    """The file ``out`` names when it is one (``x.jsonl``), else None (a folder)."""
+    if out.suffix not in _FILE_SUFFIX.values():
+        return None
+    if _FILE_SUFFIX.get(fmt) != out.suffix:
+        raise ValueError(
+            f"--out {out} names a {out.suffix} file but --format is {fmt}; "
+            "give a folder, or a file name that matches the format"
+        )
+    if out.is_dir():
+        return None  # an existing folder that happens to be named x.jsonl
+    return out
+
+
+def report_path(out: str | Path, fmt: str) -> Path:
+    """Where an export's report goes: in the folder, or beside the episodes file."""
+    target = Path(out)
+    file = _episodes_file(target, fmt)
+    if file is None:
+        return target / REPORT_NAME
+    return file.with_name(f"{file.stem}.{REPORT_NAME}")
+
+
 def write_episodes(episodes: Sequence[Episode], out: str | Path, fmt: str = "jsonl") -> list[Path]:
-    """Write episodes to ``out`` (a folder) in one of :data:`EXPORT_FORMATS`; return the files."""
+    """Write episodes to ``out`` in one of :data:`EXPORT_FORMATS`; return the files.
+
+    ``out`` is a folder, or (jsonl and parquet) the episodes file itself.
+    """
     if fmt not in EXPORT_FORMATS:
         raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(EXPORT_FORMATS)}")
-    out_dir = Path(out)
-    if out_dir.exists() and not out_dir.is_dir():
-        raise ValueError(f"--out {out_dir} is a file; give a folder to write the episodes to")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    rows = [e.to_row() for e in episodes]
+    target = Path(out)
+    file = _episodes_file(target, fmt)
+    if file is None:
+        if target.exists() and not target.is_dir():
+            raise ValueError(
+                f"--out {target} is a file; give a folder, or a .jsonl/.parquet file name"
+            )
+        target.mkdir(parents=True, exist_ok=True)
+    rows = (e.to_row() for e in episodes)
     if fmt == "jsonl":
-        path = out_dir / JSONL_NAME
+        path = file or target / JSONL_NAME
         write_lines_atomic(path, (json.dumps(row, ensure_ascii=False) for row in rows))
         return [path]
     require_rl("datasets", "pyarrow")
     from datasets import Dataset
 
-    dataset = Dataset.from_list(rows, features=episode_features())
+    dataset = Dataset.from_list(list(rows), features=episode_features())
     if fmt == "parquet":
-        path = out_dir / PARQUET_NAME
+        path = file or target / PARQUET_NAME
+        path.parent.mkdir(parents=True, exist_ok=True)
         dataset.to_parquet(str(path))
         return [path]
+    out_dir = target
     dataset.save_to_disk(str(out_dir))
     return [out_dir]
 
@@ -200,11 +245,13 @@ def export_episodes(
     for path in paths:
         if not path.is_file():
             raise FileNotFoundError(f"results file {path} does not exist")
+    report_file = report_path(out, fmt)
     if fmt != "jsonl":
         require_rl("datasets", "pyarrow")
     episodes: list[Episode] = []
     skipped: list[str] = []
-    lines = runs = failed = 0
+    seen_runs: set[str] = set()
+    lines = runs = failed = duplicates = 0
     for path in paths:
         for item in iter_result_runs(path):
             lines += 1
@@ -212,6 +259,10 @@ def export_episodes(
                 skipped.append(f"{path.name}:{item}")
                 continue
             run: ResultRun = item
+            if run.run_id in seen_runs:
+                duplicates += 1
+                continue
+            seen_runs.add(run.run_id)
             try:
                 built = episodes_from_run(run, grader=grader, template=template, sampling=sampling)
             except ValueError as exc:
@@ -234,13 +285,13 @@ def export_episodes(
         failed_trajectories=failed,
         skipped_lines=len(skipped),
         skip_reasons=tuple(skipped[:_SHOWN_SKIPS]),
+        duplicate_runs=duplicates,
         graded=len(rewards),
         ungraded=len(episodes) - len(rewards),
         mean_reward=_mean(rewards),
         episodes_per_round=tuple(sorted(per_round.items())),
     )
-    report_path = Path(out) / REPORT_NAME
-    report_path.write_text(json.dumps(report.to_dict(), indent=1), encoding="utf-8")
+    write_text_atomic(report_file, json.dumps(report.to_dict(), indent=1))
     return report
 
 

@@ -42,6 +42,7 @@ from pacore_graph.atomic import write_lines_atomic
 from pacore_graph.compaction import compactor_from_name
 from pacore_graph.eval.graders import Grader, auto_grader, grade_response, ground_truth_answer
 from pacore_graph.graph import normalize_conversation
+from pacore_graph.jsonl import BadLine, read_lines
 from pacore_graph.prompts import SYNTHESIS_TEMPLATE, synthesis_messages
 from pacore_graph.records import Trajectory
 from pacore_graph.rl.episodes import ResultRun, chat_message, iter_result_runs
@@ -235,18 +236,20 @@ def _response_trajectory(response: Any) -> Trajectory:
 
 def _records(path: Path) -> Iterable[tuple[int, Any]]:
     """Records of a JSON array file or a JSONL file, with their 1-based position."""
-    text = path.read_text(encoding="utf-8")
-    stripped = text.lstrip()
-    if stripped.startswith("["):
-        data = json.loads(text)
+    with open(path, "rb") as fh:
+        head = fh.read(4096).lstrip()
+    if head.startswith(b"["):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ValueError(f"{path}: not a valid JSON array ({exc})") from None
         yield from enumerate(data, start=1)
         return
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if line.strip():
-            try:
-                yield lineno, json.loads(line)
-            except ValueError as exc:
-                raise ValueError(f"{path}:{lineno}: not valid JSON ({exc})") from None
+    # JSONL: the one reader; a training file with a bad line is refused, naming it.
+    for item in read_lines(path):
+        if isinstance(item, BadLine):
+            raise ValueError(f"{path}:{item.line}: {item.reason}")
+        yield item.line, item.data
 
 
 def read_pacore_train(path: str | Path, *, compactor: str = "conclusion") -> list[PoolProblem]:

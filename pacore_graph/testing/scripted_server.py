@@ -267,6 +267,8 @@ class ScriptedServer:
       a retry resends the same bytes, while explorers that differ by ``seed`` are
       distinct calls.  ``failure_mode="disconnect"`` drops the connection instead
       of answering ``failure_status`` (logged as status 0).
+    * ``retry_after``: seconds sent as ``Retry-After`` with each scripted failure.
+    * ``ignore_n=True`` answers one choice whatever ``n`` asks, like llama.cpp.
     * ``log_requests=False`` skips the log, for benchmarks.
     * ``stream_words_per_chunk`` / ``stream_chunk_delay``: SSE delta size, and an
       optional pause between events (0 sends the whole stream in one write).
@@ -288,6 +290,8 @@ class ScriptedServer:
         fail_first: int = 0,
         fail_when: FailWhenFn | None = None,
         failure_mode: FailureMode = "status",
+        retry_after: float | None = None,
+        ignore_n: bool = False,
         log_requests: bool = True,
         stream_words_per_chunk: int = 4,
         stream_chunk_delay: float = 0.0,
@@ -316,6 +320,8 @@ class ScriptedServer:
         self.fail_first = fail_first
         self.fail_when = fail_when
         self.failure_mode: FailureMode = failure_mode
+        self.retry_after = retry_after
+        self.ignore_n = ignore_n
         self.log_requests = log_requests
         self.stream_words_per_chunk = stream_words_per_chunk
         self.stream_chunk_delay = stream_chunk_delay
@@ -551,12 +557,17 @@ class ScriptedServer:
                 self._log(body, headers, DISCONNECT_STATUS)
                 return self._disconnect(request)
             self._log(body, headers, status)
-            return self._error(status, f"scripted failure (attempt {attempt})")
+            response = self._error(status, f"scripted failure (attempt {attempt})")
+            if self.retry_after is not None:
+                response.headers["Retry-After"] = f"{self.retry_after:g}"
+            return response
 
         n = params.get("n") or 1
         if not isinstance(n, int) or n < 1:
             self._log(body, headers, 400)
             return self._error(400, "'n' must be a positive integer")
+        if self.ignore_n:
+            n = 1
         limit = params.get("max_completion_tokens")
         if limit is None:
             limit = params.get("max_tokens")
