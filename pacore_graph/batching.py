@@ -106,6 +106,7 @@ class SampleBatcher:
             task = asyncio.get_running_loop().create_task(self._fetch(pending, chunk))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
+            _cancel_when_abandoned(task, chunk)
 
     async def _fetch(self, group: _Group, waiters: list[asyncio.Future[Completion]]) -> None:
         try:
@@ -125,3 +126,19 @@ class SampleBatcher:
         for fut, completion in zip(waiters, completions, strict=False):
             if not fut.done():
                 fut.set_result(completion)
+
+
+def _cancel_when_abandoned(task: asyncio.Task[None], waiters: list[asyncio.Future[Any]]) -> None:
+    """Cancel a shared fetch once every explorer waiting on it is cancelled.
+
+    The fetch runs in its own task, so cancelling a run (a client that went
+    away) would otherwise leave it queued on the limiter or retrying, and
+    still send a request nobody reads.
+    """
+
+    def check(_: asyncio.Future[Any]) -> None:
+        if not task.done() and all(f.cancelled() for f in waiters):
+            task.cancel()
+
+    for fut in waiters:
+        fut.add_done_callback(check)

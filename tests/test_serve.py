@@ -408,6 +408,36 @@ async def test_disconnect_cancels_the_run(stream: bool) -> None:
             assert srv.state.active == 0
 
 
+async def test_disconnect_while_queued_for_the_upstream_sends_nothing() -> None:
+    """A run waiting for room on the upstream is dropped without a call when its client goes."""
+    with ScriptedServer(latency=0.8).run_in_thread() as slow:  # noqa: SIM117
+        with running_serve(settings(slow, max_samples_in_flight=2)) as srv:
+            url = f"{srv.base_url}/chat/completions"
+
+            def body(text: str) -> dict[str, Any]:
+                return {"model": "pacore:2", "messages": [{"role": "user", "content": text}]}
+
+            async with aiohttp.ClientSession() as session:
+
+                async def first() -> int:
+                    async with session.post(url, json=body("first")) as resp:
+                        await resp.read()
+                        return resp.status
+
+                holding = asyncio.ensure_future(first())
+                await asyncio.sleep(0.2)  # "first" holds both upstream slots
+                with pytest.raises(TimeoutError):
+                    async with session.post(
+                        url, json=body("second"), timeout=aiohttp.ClientTimeout(total=0.3)
+                    ) as resp:
+                        await resp.read()
+                assert await holding == 200
+            await asyncio.sleep(0.5)
+            prompts = [r.body["messages"][-1]["content"] for r in slow.requests]
+            assert "second" not in prompts
+            assert srv.state.runs_cancelled == 1
+
+
 # --------------------------------------------------------------------------- replicas
 
 
