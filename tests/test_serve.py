@@ -333,10 +333,13 @@ def test_bad_requests_are_400_with_an_openai_error(
         ("rounds", "a,b"),
         ("compactor", "os:system"),
         ("stream", "yes"),
+        ("stream_options", {"include_usage": True}),  # without stream: true
     ]:
         body = {"model": "pacore-low", "messages": msgs, field: value}
         assert_error(raw_post(served, body), 400)
     assert_error(raw_post(served, {"model": "gpt-4", "messages": msgs}), 404, "model")
+    per_chunk = {"stream": True, "stream_options": {"continuous_usage_stats": True}}
+    assert_error(raw_post(served, {"model": "pacore-low", "messages": msgs, **per_chunk}), 400)
     # Neutral values some clients always send are accepted.
     neutral = {"model": "pacore:1", "messages": msgs, "n": 1, "logprobs": False, "stop": None}
     assert raw_post(served, neutral).status_code == 200
