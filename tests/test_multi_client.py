@@ -231,11 +231,10 @@ def test_pacore_run_with_repeated_base_url_uses_both(capsys: pytest.CaptureFixtu
 def test_pacore_eval_with_a_dead_replica_still_answers(
     tmp_path: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from pathlib import Path
-
     from pacore_graph.cli import main
+    from pacore_graph.eval.datasets import sample_questions_path
 
-    data = Path(__file__).parent / "data" / "pacore_sample_questions.jsonl"
+    data = sample_questions_path()
     dead = f"http://127.0.0.1:{closed_port()}/v1"
     with ScriptedServer().run_in_thread() as live:
         code = main(

@@ -149,18 +149,26 @@ def test_sampling_fields_reach_every_upstream_call(
 
 
 def test_extra_body_rounds_and_compactor(served: RunningServe, upstream: ScriptedServer) -> None:
-    reply = sdk(served).chat.completions.create(
-        model="pacore-high",
-        messages=[{"role": "user", "content": QUESTION}],
-        extra_body={"rounds": "2", "compactor": "answer"},
-    )
-    rounds = (reply.usage.model_extra or {})["rounds"] if reply.usage else []
-    assert [r["width"] for r in rounds] == [2, 1]
-    synthesis = next(r.body for r in upstream.requests if r.body.get("n", 1) == 1)
-    prompt = synthesis["messages"][-1]["content"]
-    # The answer compactor keeps the final answer line, not the reasoning.
-    assert "considering" not in prompt
-    assert "The answer is" in prompt
+    def synthesis_prompt(compactor: str) -> str:
+        upstream.reset_log()
+        reply = sdk(served).chat.completions.create(
+            model="pacore-high",
+            messages=[{"role": "user", "content": QUESTION}],
+            seed=3,
+            extra_body={"rounds": "2", "compactor": compactor},
+        )
+        rounds = (reply.usage.model_extra or {})["rounds"] if reply.usage else []
+        assert [r["width"] for r in rounds] == [2, 1]
+        synthesis = next(r.body for r in upstream.requests if r.body.get("n", 1) == 1)
+        return str(synthesis["messages"][-1]["content"])
+
+    conclusion, answer = synthesis_prompt("conclusion"), synthesis_prompt("answer")
+    # Both keep the conclusion only (no reasoning); the answer compactor cuts it
+    # down to the answer itself.
+    assert "considering" not in conclusion and "considering" not in answer
+    assert "The answer is" in conclusion
+    assert "The answer is" not in answer
+    assert len(answer) < len(conclusion)
 
 
 def test_system_and_multi_turn_messages(served: RunningServe, upstream: ScriptedServer) -> None:
