@@ -305,6 +305,9 @@ def test_auth_required(served: RunningServe) -> None:
     ok = {"model": "pacore:1", "messages": [{"role": "user", "content": "q"}]}
     assert_error(raw_post(served, ok, key=None), 401)
     assert_error(raw_post(served, ok, key="wrong"), 401)
+    latin = {"Authorization": "Bearer café".encode("latin-1"), "Content-Type": b"application/json"}
+    resp = httpx.post(f"{served.base_url}/chat/completions", json=ok, headers=latin)
+    assert_error(resp, 401)
     assert httpx.get(f"{served.base_url}/models").status_code == 401
     with pytest.raises(openai.AuthenticationError):
         sdk(served, key="wrong").models.list()
