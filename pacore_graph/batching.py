@@ -120,6 +120,7 @@ class SampleBatcher:
             task = asyncio.get_running_loop().create_task(self._fetch(pending, chunk))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
+            _cancel_when_abandoned(task, chunk)
 
     async def _fetch(self, group: _Group, waiters: list[_Waiter]) -> None:
         seed = waiters[0].seed
@@ -154,3 +155,19 @@ class SampleBatcher:
         for w in waiters[len(outcomes) :]:
             if not w.future.done():
                 w.future.set_exception(RuntimeError("the client returned too few samples"))
+
+
+def _cancel_when_abandoned(task: asyncio.Task[None], waiters: list[_Waiter]) -> None:
+    """Cancel a shared fetch once every explorer waiting on it is cancelled.
+
+    The fetch runs in its own task, so cancelling a run (a client that went
+    away) would otherwise leave it queued on the limiter or retrying, and
+    still send a request nobody reads.
+    """
+
+    def check(_: asyncio.Future[Any]) -> None:
+        if not task.done() and all(w.future.cancelled() for w in waiters):
+            task.cancel()
+
+    for w in waiters:
+        w.future.add_done_callback(check)

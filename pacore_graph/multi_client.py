@@ -161,6 +161,9 @@ class MultiEndpointClient:
         """
         turn = next(self._turn)
         count = len(self._replicas)
+        for replica in self._replicas:
+            if not replica.healthy:
+                self._ensure_probe(replica)
         order = [(turn + i) % count for i in range(count)]  # rotate ties
         for pool in (
             [i for i in order if self._replicas[i].healthy and i not in tried],
@@ -175,12 +178,21 @@ class MultiEndpointClient:
     # ------------------------------------------------------------------ health
 
     def _eject(self, replica: _Replica) -> None:
-        if not replica.healthy:
-            return
-        replica.healthy = False
-        replica.ejections += 1
-        if replica.probe is None or replica.probe.done():
-            task = asyncio.get_running_loop().create_task(self._probe(replica))
+        if replica.healthy:
+            replica.healthy = False
+            replica.ejections += 1
+        self._ensure_probe(replica)
+
+    def _ensure_probe(self, replica: _Replica) -> None:
+        """A health check runs for an ejected replica in the current event loop.
+
+        A probe belongs to the loop that started it; when the client is used
+        from a later loop (``asyncio.run`` per call), a new probe starts there.
+        """
+        loop = asyncio.get_running_loop()
+        probe = replica.probe
+        if probe is None or probe.done() or probe.get_loop() is not loop:
+            task = loop.create_task(self._probe(replica))
             replica.probe = task
             self._probes.add(task)
 

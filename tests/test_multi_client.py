@@ -231,11 +231,10 @@ def test_pacore_run_with_repeated_base_url_uses_both(capsys: pytest.CaptureFixtu
 def test_pacore_eval_with_a_dead_replica_still_answers(
     tmp_path: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from pathlib import Path
-
     from pacore_graph.cli import main
+    from pacore_graph.eval.datasets import sample_questions_path
 
-    data = Path(__file__).parent / "data" / "pacore_sample_questions.jsonl"
+    data = sample_questions_path()
     dead = f"http://127.0.0.1:{closed_port()}/v1"
     with ScriptedServer().run_in_thread() as live:
         code = main(
@@ -297,3 +296,30 @@ async def test_stream_fails_over_before_the_first_token() -> None:
     assert dead_stats.failures == 1 and not dead_stats.healthy
     assert live_stats.samples == 2
     assert all(r.body.get("stream") is True for r in live.requests)
+
+
+def test_a_later_event_loop_health_checks_again() -> None:
+    """Ejected in one asyncio.run, re-admitted by a probe in the next one."""
+    port = closed_port()
+    with ScriptedServer().run_in_thread() as live:
+        client = MultiEndpointClient(
+            [f"http://127.0.0.1:{port}/v1", live.base_url],
+            "scripted",
+            retry=FAST,
+            health_interval=0.05,
+        )
+
+        async def call() -> None:
+            await client.complete(user("q"), params=PARAMS)
+
+        asyncio.run(call())
+        assert not client.stats()[0].healthy
+        with ScriptedServer(port=port).run_in_thread():
+
+            async def call_then_wait() -> None:
+                await client.complete(user("q2"), params=PARAMS)
+                await client.wait_healthy(timeout=5)
+                await client.aclose()
+
+            asyncio.run(call_then_wait())
+        assert client.stats()[0].healthy

@@ -149,18 +149,26 @@ def test_sampling_fields_reach_every_upstream_call(
 
 
 def test_extra_body_rounds_and_compactor(served: RunningServe, upstream: ScriptedServer) -> None:
-    reply = sdk(served).chat.completions.create(
-        model="pacore-high",
-        messages=[{"role": "user", "content": QUESTION}],
-        extra_body={"rounds": "2", "compactor": "answer"},
-    )
-    rounds = (reply.usage.model_extra or {})["rounds"] if reply.usage else []
-    assert [r["width"] for r in rounds] == [2, 1]
-    synthesis = next(r.body for r in upstream.requests if r.body.get("n", 1) == 1)
-    prompt = synthesis["messages"][-1]["content"]
-    # The answer compactor keeps the final answer line, not the reasoning.
-    assert "considering" not in prompt
-    assert "The answer is" in prompt
+    def synthesis_prompt(compactor: str) -> str:
+        upstream.reset_log()
+        reply = sdk(served).chat.completions.create(
+            model="pacore-high",
+            messages=[{"role": "user", "content": QUESTION}],
+            seed=3,
+            extra_body={"rounds": "2", "compactor": compactor},
+        )
+        rounds = (reply.usage.model_extra or {})["rounds"] if reply.usage else []
+        assert [r["width"] for r in rounds] == [2, 1]
+        synthesis = next(r.body for r in upstream.requests if r.body.get("n", 1) == 1)
+        return str(synthesis["messages"][-1]["content"])
+
+    conclusion, answer = synthesis_prompt("conclusion"), synthesis_prompt("answer")
+    # Both keep the conclusion only (no reasoning); the answer compactor cuts it
+    # down to the answer itself.
+    assert "considering" not in conclusion and "considering" not in answer
+    assert "The answer is" in conclusion
+    assert "The answer is" not in answer
+    assert len(answer) < len(conclusion)
 
 
 def test_system_and_multi_turn_messages(served: RunningServe, upstream: ScriptedServer) -> None:
@@ -297,6 +305,9 @@ def test_auth_required(served: RunningServe) -> None:
     ok = {"model": "pacore:1", "messages": [{"role": "user", "content": "q"}]}
     assert_error(raw_post(served, ok, key=None), 401)
     assert_error(raw_post(served, ok, key="wrong"), 401)
+    latin = {"Authorization": "Bearer café".encode("latin-1"), "Content-Type": b"application/json"}
+    resp = httpx.post(f"{served.base_url}/chat/completions", json=ok, headers=latin)
+    assert_error(resp, 401)
     assert httpx.get(f"{served.base_url}/models").status_code == 401
     with pytest.raises(openai.AuthenticationError):
         sdk(served, key="wrong").models.list()
@@ -333,10 +344,13 @@ def test_bad_requests_are_400_with_an_openai_error(
         ("rounds", "a,b"),
         ("compactor", "os:system"),
         ("stream", "yes"),
+        ("stream_options", {"include_usage": True}),  # without stream: true
     ]:
         body = {"model": "pacore-low", "messages": msgs, field: value}
         assert_error(raw_post(served, body), 400)
     assert_error(raw_post(served, {"model": "gpt-4", "messages": msgs}), 404, "model")
+    per_chunk = {"stream": True, "stream_options": {"continuous_usage_stats": True}}
+    assert_error(raw_post(served, {"model": "pacore-low", "messages": msgs, **per_chunk}), 400)
     # Neutral values some clients always send are accepted.
     neutral = {"model": "pacore:1", "messages": msgs, "n": 1, "logprobs": False, "stop": None}
     assert raw_post(served, neutral).status_code == 200
@@ -406,6 +420,36 @@ async def test_disconnect_cancels_the_run(stream: bool) -> None:
             assert slow.request_count == 1  # round 1's n=2 request only
             assert srv.state.runs_cancelled == 1
             assert srv.state.active == 0
+
+
+async def test_disconnect_while_queued_for_the_upstream_sends_nothing() -> None:
+    """A run waiting for room on the upstream is dropped without a call when its client goes."""
+    with ScriptedServer(latency=0.8).run_in_thread() as slow:  # noqa: SIM117
+        with running_serve(settings(slow, max_samples_in_flight=2)) as srv:
+            url = f"{srv.base_url}/chat/completions"
+
+            def body(text: str) -> dict[str, Any]:
+                return {"model": "pacore:2", "messages": [{"role": "user", "content": text}]}
+
+            async with aiohttp.ClientSession() as session:
+
+                async def first() -> int:
+                    async with session.post(url, json=body("first")) as resp:
+                        await resp.read()
+                        return resp.status
+
+                holding = asyncio.ensure_future(first())
+                await asyncio.sleep(0.2)  # "first" holds both upstream slots
+                with pytest.raises(TimeoutError):
+                    async with session.post(
+                        url, json=body("second"), timeout=aiohttp.ClientTimeout(total=0.3)
+                    ) as resp:
+                        await resp.read()
+                assert await holding == 200
+            await asyncio.sleep(0.5)
+            prompts = [r.body["messages"][-1]["content"] for r in slow.requests]
+            assert "second" not in prompts
+            assert srv.state.runs_cancelled == 1
 
 
 # --------------------------------------------------------------------------- replicas

@@ -124,7 +124,8 @@ class ServeState:
             return
         given = request.headers.get("authorization", "")
         scheme, _, token = given.partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip(), key):
+        given_key = token.strip().encode("utf-8", "surrogateescape")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(given_key, key.encode()):
             raise APIError(401, "invalid or missing API key (send Authorization: Bearer KEY)")
 
 

@@ -179,8 +179,10 @@ def parse_request(
     if options is not None and not isinstance(options, dict):
         raise _bad("'stream_options' must be an object", "stream_options")
     unknown = set(options or {}) - {"include_usage", "continuous_usage_stats"}
-    if unknown:
-        raise _bad(f"unsupported stream_options {sorted(unknown)}", "stream_options")
+    if unknown or (options or {}).get("continuous_usage_stats"):
+        # Usage is only known once the run ends: per-chunk usage cannot be honoured.
+        refused = sorted(unknown) or ["continuous_usage_stats"]
+        raise _bad(f"unsupported stream_options {refused}", "stream_options")
     include_usage = bool((options or {}).get("include_usage"))
     if options is not None and not stream:
         raise _bad("'stream_options' is only allowed with stream: true", "stream_options")

@@ -45,7 +45,7 @@ class ServeSettings:
             raise ValueError("--model must name the upstream's served model")
         if self.max_concurrency < 1:
             raise ValueError(f"--max-concurrency must be >= 1, got {self.max_concurrency}")
-        if self.max_samples_in_flight < 1:
-            raise ValueError("max_samples_in_flight must be >= 1")
+        if not 1 <= self.max_samples_in_flight <= 100_000:
+            raise ValueError("--max-samples-in-flight must be in [1, 100000]")
         if self.retry_after_s < 0 or self.graph_cache_size < 1:
             raise ValueError("retry_after_s must be >= 0 and graph_cache_size >= 1")

