@@ -191,10 +191,15 @@ def build_parser() -> argparse.ArgumentParser:
     ts.add_argument("--grader", help="math | exact | numeric | choice | module:function")
     ts.add_argument("--compactor", default="conclusion")
 
-    tr = sub.add_parser("train", help="train with TRL (GRPO or RLOO) on exported prompts")
+    tr = sub.add_parser("train", help="train with TRL (PPO, GRPO or RLOO) on exported prompts")
     tr.add_argument("--dataset", type=Path, required=True, help="a trainset or episodes dir/file")
     tr.add_argument("--model", required=True, help="a local model directory (or hub name)")
-    tr.add_argument("--algo", choices=["grpo", "rloo"], default="grpo")
+    tr.add_argument(
+        "--algo",
+        choices=["grpo", "rloo", "ppo"],
+        default="grpo",
+        help="ppo: the paper's PPO with a critic (GAE lambda=gamma=1); grpo/rloo: critic-free",
+    )
     tr.add_argument("--max-steps", type=int, default=10)
     tr.add_argument("--output-dir", type=Path)
     tr.add_argument("--num-generations", type=int, default=8)
@@ -205,6 +210,29 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--grader", help="math | exact | numeric | choice | module:function")
     tr.add_argument("--seed", type=int, default=0)
     tr.add_argument("--cpu", action="store_true", help="train on the CPU even if a GPU exists")
+    tr.add_argument(
+        "--config",
+        type=Path,
+        help="YAML or JSON file of TRL config fields (PPOConfig/GRPOConfig/RLOOConfig), "
+        "applied over the flags",
+    )
+    tr.add_argument(
+        "--report-to",
+        default="none",
+        help="TRL reporters, comma-separated: none | tensorboard | wandb | trackio ...",
+    )
+    tr.add_argument("--kl-coef", type=float, default=0.0, help="PPO's KL coefficient (default 0)")
+    tr.add_argument(
+        "--scale-rewards",
+        choices=["none", "group", "batch"],
+        default="none",
+        help="GRPO advantage scaling (default none, see docs/rl.md)",
+    )
+    tr.add_argument(
+        "--gradient-checkpointing",
+        action="store_true",
+        help="recompute activations in the backward pass: less memory, more time",
+    )
 
     data = sub.add_parser("data", help="generate evaluation datasets")
     data.add_argument("kind", choices=["arithmetic", "easy-arithmetic"])
@@ -594,6 +622,13 @@ def _grader_arg(spec: str | None) -> Any:
         raise UsageError(f"--grader: {exc}") from None
 
 
+def _reporters(value: str) -> str | list[str]:
+    names = [n.strip() for n in value.split(",") if n.strip()]
+    if not names:
+        raise UsageError("--report-to: name at least one reporter, or none")
+    return names[0] if len(names) == 1 else names
+
+
 def _rl(args: argparse.Namespace) -> int:
     """export-episodes, trainset and train: bad input and a missing [rl] extra exit 2."""
     try:
@@ -636,6 +671,11 @@ def _rl(args: argparse.Namespace) -> int:
                 grader=_grader_arg(args.grader),
                 seed=args.seed,
                 use_cpu=True if args.cpu else None,
+                config_file=args.config,
+                report_to=_reporters(args.report_to),
+                kl_coef=args.kl_coef,
+                scale_rewards=args.scale_rewards,
+                gradient_checkpointing=True if args.gradient_checkpointing else None,
             )
     except (FileNotFoundError, ValueError, ImportError) as exc:
         raise UsageError(str(exc)) from None
