@@ -234,6 +234,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="recompute activations in the backward pass: less memory, more time",
     )
 
+    model = sub.add_parser(
+        "model", help="the embedded model as a Hugging Face folder, and serving one"
+    )
+    model_sub = model.add_subparsers(dest="model_command", required=True)
+    mexp = model_sub.add_parser(
+        "export", help="write the embedded SmolLM2-135M (packaged GGUF) as a Hugging Face folder"
+    )
+    mexp.add_argument("--out", type=Path, required=True, help="the folder to write")
+    mexp.add_argument("--gguf", type=Path, help="another GGUF file (default: the packaged one)")
+    mexp.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
+    mserve = model_sub.add_parser(
+        "serve", help="serve a model folder as an OpenAI-compatible API on the CPU (honours n)"
+    )
+    mserve.add_argument("model_dir", type=Path, help="a Hugging Face model folder")
+    mserve.add_argument("--host", default="127.0.0.1")
+    mserve.add_argument("--port", type=int, default=8000)
+    mserve.add_argument("--name", help="model name reported to clients (default: folder name)")
+
     data = sub.add_parser("data", help="generate evaluation datasets")
     data.add_argument("kind", choices=["arithmetic", "easy-arithmetic"])
     data.add_argument("--n", type=int, default=100, help="number of problems")
@@ -682,6 +700,21 @@ def _rl(args: argparse.Namespace) -> int:
     return 0
 
 
+def _model(args: argparse.Namespace) -> int:
+    """model export / model serve: bad input and a missing [rl] extra exit 2."""
+    try:
+        if args.model_command == "export":
+            from pacore_graph.rl.model_export import model_export_command
+
+            model_export_command(args.out, gguf=args.gguf, dtype=args.dtype)
+            return 0
+        from pacore_graph.rl.model_server import serve_command
+
+        return serve_command(args.model_dir, host=args.host, port=args.port, name=args.name)
+    except (FileNotFoundError, ValueError, ImportError) as exc:
+        raise UsageError(str(exc)) from None
+
+
 def _data(args: argparse.Namespace) -> int:
     from pacore_graph.eval.datasets import generate_dataset
 
@@ -709,6 +742,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(_swe(args))
         if args.command in ("export-episodes", "trainset", "train"):
             return _rl(args)
+        if args.command == "model":
+            return _model(args)
     except UsageError as exc:
         print(f"pacore: error: {exc}", file=sys.stderr)
         return 2
