@@ -374,10 +374,15 @@ def build_parser() -> argparse.ArgumentParser:
     ts.add_argument("--grader", help="math | exact | numeric | choice | module:function")
     ts.add_argument("--compactor", default="conclusion")
 
-    tr = sub.add_parser("train", help="train with TRL (GRPO or RLOO) on exported prompts")
+    tr = sub.add_parser("train", help="train with TRL (PPO, GRPO or RLOO) on exported prompts")
     tr.add_argument("--dataset", type=Path, required=True, help="a trainset or episodes dir/file")
     tr.add_argument("--model", required=True, help="a local model directory (or hub name)")
-    tr.add_argument("--algo", choices=["grpo", "rloo"], default="grpo")
+    tr.add_argument(
+        "--algo",
+        choices=["grpo", "rloo", "ppo"],
+        default="grpo",
+        help="ppo: the paper's PPO with a critic (GAE lambda=gamma=1); grpo/rloo: critic-free",
+    )
     tr.add_argument("--max-steps", type=int, default=10)
     tr.add_argument("--output-dir", type=Path)
     tr.add_argument("--num-generations", type=int, default=8)
@@ -388,6 +393,47 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--grader", help="math | exact | numeric | choice | module:function")
     tr.add_argument("--seed", type=int, default=0)
     tr.add_argument("--cpu", action="store_true", help="train on the CPU even if a GPU exists")
+    tr.add_argument(
+        "--config",
+        type=Path,
+        help="YAML or JSON file of TRL config fields (PPOConfig/GRPOConfig/RLOOConfig), "
+        "applied over the flags",
+    )
+    tr.add_argument(
+        "--report-to",
+        default="none",
+        help="TRL reporters, comma-separated: none | tensorboard | wandb | trackio ...",
+    )
+    tr.add_argument("--kl-coef", type=float, default=0.0, help="PPO's KL coefficient (default 0)")
+    tr.add_argument(
+        "--scale-rewards",
+        choices=["none", "group", "batch"],
+        default="none",
+        help="GRPO advantage scaling (default none, see docs/rl.md)",
+    )
+    tr.add_argument(
+        "--gradient-checkpointing",
+        action="store_true",
+        help="recompute activations in the backward pass: less memory, more time",
+    )
+
+    model = sub.add_parser(
+        "model", help="the embedded model as a Hugging Face folder, and serving one"
+    )
+    model_sub = model.add_subparsers(dest="model_command", required=True)
+    mexp = model_sub.add_parser(
+        "export", help="write the embedded SmolLM2-135M (packaged GGUF) as a Hugging Face folder"
+    )
+    mexp.add_argument("--out", type=Path, required=True, help="the folder to write")
+    mexp.add_argument("--gguf", type=Path, help="another GGUF file (default: the packaged one)")
+    mexp.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
+    mserve = model_sub.add_parser(
+        "serve", help="serve a model folder as an OpenAI-compatible API on the CPU (honours n)"
+    )
+    mserve.add_argument("model_dir", type=Path, help="a Hugging Face model folder")
+    mserve.add_argument("--host", default="127.0.0.1")
+    mserve.add_argument("--port", type=int, default=8000)
+    mserve.add_argument("--name", help="model name reported to clients (default: folder name)")
 
     srv = sub.add_parser("serve", help="serve PaCoRe behind an OpenAI-compatible API")
     srv.add_argument(
@@ -932,6 +978,13 @@ def _grader_arg(spec: str | None) -> Any:
         raise UsageError(f"--grader: {exc}") from None
 
 
+def _reporters(value: str) -> str | list[str]:
+    names = [n.strip() for n in value.split(",") if n.strip()]
+    if not names:
+        raise UsageError("--report-to: name at least one reporter, or none")
+    return names[0] if len(names) == 1 else names
+
+
 def _rl(args: argparse.Namespace) -> int:
     """export-episodes, trainset and train: bad input and a missing [rl] extra exit 2."""
     try:
@@ -974,6 +1027,11 @@ def _rl(args: argparse.Namespace) -> int:
                 grader=_grader_arg(args.grader),
                 seed=args.seed,
                 use_cpu=True if args.cpu else None,
+                config_file=args.config,
+                report_to=_reporters(args.report_to),
+                kl_coef=args.kl_coef,
+                scale_rewards=args.scale_rewards,
+                gradient_checkpointing=True if args.gradient_checkpointing else None,
             )
     except (FileNotFoundError, ValueError, ImportError) as exc:
         raise UsageError(str(exc)) from None
@@ -1028,6 +1086,21 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _model(args: argparse.Namespace) -> int:
+    """model export / model serve: bad input and a missing [rl] extra exit 2."""
+    try:
+        if args.model_command == "export":
+            from pacore_graph.rl.model_export import model_export_command
+
+            model_export_command(args.out, gguf=args.gguf, dtype=args.dtype)
+            return 0
+        from pacore_graph.rl.model_server import serve_command
+
+        return serve_command(args.model_dir, host=args.host, port=args.port, name=args.name)
+    except (FileNotFoundError, ValueError, ImportError) as exc:
+        raise UsageError(str(exc)) from None
+
+
 def _data(args: argparse.Namespace) -> int:
     from pacore_graph.eval.datasets import generate_dataset
 
@@ -1057,6 +1130,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(_swe(args))
         if args.command in ("export-episodes", "trainset", "train"):
             return _rl(args)
+        if args.command == "model":
+            return _model(args)
     except UsageError as exc:
         print(f"pacore: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -247,7 +247,8 @@ def test_example_runs_the_whole_story(tiny_model: Path, tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"algo": "ppo"}, "algo must be one of grpo, rloo"),
+        ({"algo": "dpo"}, "algo must be one of grpo, rloo, ppo"),
+        ({"algo": "ppo", "per_device_train_batch_size": 0}, "per_device_train_batch_size"),
         ({"max_steps": 0}, "max_steps"),
         ({"num_generations": 1}, "num_generations"),
         ({"num_generations": 4, "per_device_train_batch_size": 6}, "multiple of"),
@@ -270,7 +271,7 @@ def test_training_dataset_errors(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="ground_truth"):
         load_training_dataset(no_truth)
     with pytest.raises(ValueError, match="algo"):
-        train_command(tmp_path / "missing", "model", "ppo", 1)
+        train_command(tmp_path / "missing", "model", "dpo", 1)
 
 
 def test_train_without_the_extra_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,11 +1,17 @@
-"""``pacore train``: TRL's GRPO (or RLOO) on PaCoRe prompts, rewarded like a run.
+"""``pacore train``: TRL's PPO, GRPO or RLOO on PaCoRe prompts, rewarded like a run.
 
 The paper optimises each round as an episode with strict on-policy PPO and
-GAE (lambda = gamma = 1). TRL 1.x has no PPO trainer any more; its GRPO is
-the closest objective it ships: the same clipped policy-ratio surrogate, with
-the learned critic replaced by the mean reward of a group of completions of
-the same prompt (see ``docs/rl.md`` for how the two relate). RLOO is the
-leave-one-out variant of the same idea.
+GAE (lambda = gamma = 1): ``--algo ppo`` is that, on TRL's ``PPOTrainer``
+with a learned critic (see :mod:`pacore_graph.rl.ppo`; TRL 1.0-1.12 ship it,
+1.13 removed it, hence the ``trl<1.13`` pin). GRPO is the critic-free
+alternative: the same clipped policy-ratio surrogate, with the critic
+replaced by the mean reward of a group of completions of the same prompt
+(see ``docs/rl.md`` for how the two relate). RLOO is the leave-one-out
+variant of the same idea.
+
+Settings beyond the flags come from a YAML or JSON file read into TRL's
+config class (``--config FILE``); keys the class does not have are refused
+with their names, before anything loads.
 
 The dataset is either a training set from ``pacore trainset`` (rows of
 ``prompt`` + ``ground_truth``) or exported episodes, whose distinct synthesis
@@ -23,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -37,9 +44,12 @@ from pacore_graph.rl.rewards import PaCoReReward
 
 __all__ = [
     "ALGOS",
+    "PPO_DEFAULTS",
+    "TRAIN_LOG",
     "TrainOutcome",
     "TrainSettings",
     "build_trainer",
+    "load_config_file",
     "load_training_dataset",
     "prompts_from_episodes",
     "train",
@@ -47,7 +57,25 @@ __all__ = [
     "trainer_config",
 ]
 
-ALGOS = ("grpo", "rloo")
+ALGOS = ("grpo", "rloo", "ppo")
+#: Written beside the trained model: the outcome and TRL's log history as JSON.
+TRAIN_LOG = "pacore_train.json"
+#: The paper's PPO: GAE with lambda = gamma = 1, strictly on-policy (one
+#: optimisation pass over each fresh batch), sampling at temperature 1.0.
+PPO_DEFAULTS: Mapping[str, Any] = {
+    "gamma": 1.0,
+    "lam": 1.0,
+    "num_ppo_epochs": 1,
+    "num_mini_batches": 1,
+    "stop_token": "eos",
+    "num_sample_generations": 0,
+}
+#: What TRL logs as the loss and the mean reward, per algorithm.
+_LOG_KEYS = {
+    "grpo": ("loss", "reward"),
+    "rloo": ("loss", "reward"),
+    "ppo": ("loss/policy_avg", "objective/scores"),
+}
 _TRAIN_DEPS = ("torch", "transformers", "trl", "datasets", "accelerate")
 _DATASET_FILES = ("trainset.parquet", "trainset.jsonl", "episodes.parquet", "episodes.jsonl")
 #: Columns a training row keeps: the prompt and what the reward function reads.
@@ -64,6 +92,15 @@ class TrainSettings:
     None keeps TRL's default there (bf16) and float32 on a CPU.
     ``gradient_checkpointing`` None keeps TRL's default (on) except on CPU,
     where memory is rarely the limit and it only costs time.
+
+    ``beta`` is the KL coefficient of GRPO/RLOO and ``kl_coef`` PPO's (the
+    paper names none; 0 by default like GRPO's here). ``scale_rewards``
+    applies to GRPO: ``"none"`` (the default here, as ``docs/rl.md``
+    recommends: binary rewards over small groups make per-group std scaling
+    blow up near-unanimous groups), ``"group"`` or ``"batch"``. For PPO,
+    ``per_device_train_batch_size`` counts prompts (one completion each) and
+    defaults to 4. ``report_to`` names TRL's reporters (``"none"``,
+    ``"tensorboard"``, ``"wandb"``...).
     """
 
     algo: str = "grpo"
@@ -75,6 +112,9 @@ class TrainSettings:
     learning_rate: float = 1e-6
     temperature: float = 1.0
     beta: float = 0.0
+    kl_coef: float = 0.0
+    scale_rewards: str = "none"
+    report_to: str | Sequence[str] = "none"
     logging_steps: int = 1
     save_steps: int | None = None
     seed: int = 0
@@ -90,13 +130,19 @@ class TrainSettings:
             raise ValueError(f"algo must be one of {', '.join(ALGOS)}, got {self.algo!r}")
         if self.max_steps < 1:
             raise ValueError(f"max_steps must be >= 1, got {self.max_steps}")
-        if self.num_generations < 2:
+        if self.algo == "ppo":
+            batch = self.per_device_train_batch_size
+            if batch is not None and batch < 1:
+                raise ValueError(f"per_device_train_batch_size must be >= 1, got {batch}")
+        elif self.num_generations < 2:
             raise ValueError(
                 f"num_generations must be >= 2 (GRPO/RLOO compare completions of one prompt), "
                 f"got {self.num_generations}"
             )
         batch = self.per_device_train_batch_size
-        if batch is not None and (batch < 1 or batch % self.num_generations):
+        if self.algo == "ppo":
+            pass
+        elif batch is not None and (batch < 1 or batch % self.num_generations):
             raise ValueError(
                 f"per_device_train_batch_size ({batch}) must be a positive multiple of "
                 f"num_generations ({self.num_generations}): whole groups per step"
@@ -210,43 +256,123 @@ def _has_accelerator() -> bool:
     return bool(mps is not None and mps.is_available())
 
 
-def trainer_config(settings: TrainSettings, output_dir: str | Path) -> Any:
-    """TRL's ``GRPOConfig`` / ``RLOOConfig`` for these settings."""
-    require_rl(*_TRAIN_DEPS)
+def load_config_file(path: str | Path) -> dict[str, Any]:
+    """TRL settings from a YAML (``.yaml``/``.yml``) or JSON file: one mapping of field -> value."""
+    file = Path(path)
+    if not file.is_file():
+        raise FileNotFoundError(f"--config: {file} does not exist")
+    text = file.read_text(encoding="utf-8")
+    if file.suffix.lower() in (".yaml", ".yml"):
+        try:
+            import yaml
+        except ImportError:
+            raise ImportError("--config: reading YAML needs PyYAML: pip install pyyaml") from None
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ValueError(f"--config: {file} is not valid YAML: {exc}") from None
+    else:
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise ValueError(f"--config: {file} is not valid JSON: {exc}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ValueError(f"--config: {file} must hold one mapping of TRL config fields")
+    return {str(k): v for k, v in data.items()}
+
+
+def _config_class(algo: str) -> Any:
+    if algo == "ppo":
+        try:
+            from trl.experimental.ppo import PPOConfig
+        except ImportError:
+            import trl
+
+            raise ImportError(
+                f"--algo ppo needs TRL's PPOTrainer (TRL 1.0-1.12); this is TRL "
+                f"{trl.__version__}: pip install 'trl>=1.12,<1.13'"
+            ) from None
+        return PPOConfig
     from trl import GRPOConfig, RLOOConfig
 
+    return GRPOConfig if algo == "grpo" else RLOOConfig
+
+
+def trainer_config(settings: TrainSettings, output_dir: str | Path) -> Any:
+    """TRL's ``PPOConfig`` / ``GRPOConfig`` / ``RLOOConfig`` for these settings.
+
+    ``settings.overrides`` (``--config FILE``) are applied last; a key the
+    config class does not have is a ValueError that names it.
+    """
+    require_rl(*_TRAIN_DEPS)
+    config_cls = _config_class(settings.algo)
+    names = {f.name for f in dataclasses.fields(config_cls)}
+    unknown = sorted(set(settings.overrides) - names)
+    if unknown:
+        raise ValueError(
+            f"{config_cls.__name__} has no field(s) {', '.join(unknown)} "
+            "(check the TRL documentation of that config class)"
+        )
     use_cpu = settings.use_cpu if settings.use_cpu is not None else not _has_accelerator()
+    report_to = settings.report_to
     kwargs: dict[str, Any] = {
         "output_dir": str(output_dir),
-        "max_steps": settings.max_steps,
-        "num_generations": settings.num_generations,
-        "per_device_train_batch_size": settings.per_device_train_batch_size
-        or settings.num_generations,
-        "gradient_accumulation_steps": settings.gradient_accumulation_steps,
-        "max_completion_length": settings.max_completion_length,
         "learning_rate": settings.learning_rate,
         "temperature": settings.temperature,
-        "beta": settings.beta,
         "logging_steps": settings.logging_steps,
         "seed": settings.seed,
-        "report_to": "none",
+        "report_to": report_to if isinstance(report_to, str) else list(report_to),
         "use_cpu": use_cpu,
         "save_strategy": "steps" if settings.save_steps else "no",
+        "gradient_accumulation_steps": settings.gradient_accumulation_steps,
     }
+    if settings.algo == "ppo":
+        batch = settings.per_device_train_batch_size or 4
+        accumulation = int(
+            settings.overrides.get(
+                "gradient_accumulation_steps", settings.gradient_accumulation_steps
+            )
+        )
+        world = max(1, int(os.environ.get("WORLD_SIZE", "1")))
+        kwargs.update(PPO_DEFAULTS)
+        kwargs.update(
+            {
+                "per_device_train_batch_size": batch,
+                "local_rollout_forward_batch_size": batch,
+                # PPO counts episodes, not steps: one step is one batch of
+                # per-device x accumulation x processes prompts.
+                "total_episodes": settings.max_steps * batch * accumulation * world,
+                "response_length": settings.max_completion_length,
+                "kl_coef": settings.kl_coef,
+            }
+        )
+    else:
+        kwargs.update(
+            {
+                "max_steps": settings.max_steps,
+                "num_generations": settings.num_generations,
+                "per_device_train_batch_size": settings.per_device_train_batch_size
+                or settings.num_generations,
+                "max_completion_length": settings.max_completion_length,
+                "beta": settings.beta,
+            }
+        )
+        if "scale_rewards" in names:
+            kwargs["scale_rewards"] = settings.scale_rewards
     if settings.save_steps:
         kwargs["save_steps"] = settings.save_steps
     if settings.bf16 is not None:
         kwargs["bf16"] = settings.bf16
     elif use_cpu:
         kwargs["bf16"] = False
-    config_cls = GRPOConfig if settings.algo == "grpo" else RLOOConfig
     checkpointing = settings.gradient_checkpointing
     if checkpointing is None and use_cpu:
         checkpointing = False
     if checkpointing is not None:
-        # transformers 5.23 renamed the option and warns on the old name, which
-        # TRL 1.16 still sets by default; use the new one where it exists.
-        names = {f.name for f in dataclasses.fields(config_cls)}
+        # transformers 5.23 renamed the option and warns on the old name;
+        # use the new one where the config class has it.
         key = "activation_checkpointing" if "activation_checkpointing" in names else None
         kwargs[key or "gradient_checkpointing"] = checkpointing
     kwargs.update(settings.overrides)
@@ -262,16 +388,30 @@ def build_trainer(
     processing_class: Any = None,
     callbacks: Sequence[Any] | None = None,
 ) -> Any:
-    """A ready TRL ``GRPOTrainer``/``RLOOTrainer`` (not started) for the prompts in ``dataset``.
+    """A ready TRL trainer (not started) for the prompts in ``dataset``.
 
-    ``model`` is a name, a folder or a loaded causal LM; ``dataset`` a
-    ``datasets.Dataset`` with ``prompt`` and ``ground_truth`` columns (see
-    :func:`load_training_dataset`).
+    ``model`` is a name, a folder or (GRPO/RLOO) a loaded causal LM;
+    ``dataset`` a ``datasets.Dataset`` with ``prompt`` and ``ground_truth``
+    columns (see :func:`load_training_dataset`). PPO builds its value and
+    reward models itself (:func:`~pacore_graph.rl.ppo.build_ppo_trainer`).
     """
     require_rl(*_TRAIN_DEPS)
+    config = trainer_config(settings, output_dir)
+    if settings.algo == "ppo":
+        from pacore_graph.rl.ppo import build_ppo_trainer
+
+        if not isinstance(model, str | Path):
+            raise ValueError("--algo ppo loads the policy and critic itself: pass a model folder")
+        return build_ppo_trainer(
+            dataset,
+            model,
+            config,
+            settings.reward(),
+            processing_class=processing_class,
+            callbacks=callbacks,
+        )
     from trl import GRPOTrainer, RLOOTrainer
 
-    config = trainer_config(settings, output_dir)
     trainer_cls = GRPOTrainer if settings.algo == "grpo" else RLOOTrainer
     return trainer_cls(
         model=model,
@@ -308,9 +448,14 @@ def train_command(
     seed: int = 0,
     use_cpu: bool | None = None,
     overrides: Mapping[str, Any] | None = None,
+    config_file: Path | None = None,
+    report_to: str | Sequence[str] = "none",
+    kl_coef: float = 0.0,
+    scale_rewards: str = "none",
+    gradient_checkpointing: bool | None = None,
     stream: IO[str] | None = None,
 ) -> TrainOutcome:
-    """``pacore train --dataset DIR --model PATH_OR_NAME --algo grpo|rloo [--max-steps N]``.
+    """``pacore train --dataset DIR --model PATH_OR_NAME --algo ppo|grpo|rloo [--max-steps N]``.
 
     Loads the prompts, trains, saves the model (and tokenizer) to
     ``output_dir`` (default: ``DATASET-ALGO`` beside the dataset), prints a
@@ -329,7 +474,11 @@ def train_command(
         grader=grader,
         seed=seed,
         use_cpu=use_cpu,
-        overrides=dict(overrides or {}),
+        kl_coef=kl_coef,
+        scale_rewards=scale_rewards,
+        report_to=report_to,
+        gradient_checkpointing=gradient_checkpointing,
+        overrides={**(load_config_file(config_file) if config_file else {}), **(overrides or {})},
     )
     return train(
         dataset, model, settings, output_dir=output_dir, min_round=min_round, stream=stream
@@ -355,6 +504,7 @@ def train(
     trainer.train()
     trainer.save_model(str(out))
     history = tuple(dict(entry) for entry in trainer.state.log_history)
+    loss_key, reward_key = _LOG_KEYS[settings.algo]
     outcome = TrainOutcome(
         output_dir=str(out),
         algo=settings.algo,
@@ -362,9 +512,17 @@ def train(
         rows=len(prompts),
         steps=int(trainer.state.global_step),
         wall_s=time.perf_counter() - started,
-        final_loss=_last(history, "loss"),
-        mean_reward=_last(history, "reward"),
+        final_loss=_last(history, loss_key),
+        mean_reward=_last(history, reward_key),
         log_history=history,
     )
+    _write_log(Path(out) / TRAIN_LOG, outcome)
     print(outcome, file=stream or sys.stdout)
     return outcome
+
+
+def _write_log(path: Path, outcome: TrainOutcome) -> None:
+    """What the run did, beside the model: TRL's log history with the summary."""
+    data = dataclasses.asdict(outcome)
+    data["log_history"] = list(outcome.log_history)
+    path.write_text(json.dumps(data, indent=1, default=str) + "\n", encoding="utf-8")
