@@ -190,8 +190,12 @@ def run_variant(variant: str, base_url: str, count: int) -> dict[str, Any]:
             )
         )
     wall = time.perf_counter() - started
-    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {"variant": variant, "wall_s": wall, "peak_rss_mb": rss_mb, "units": done}
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    rss_mb = usage.ru_maxrss / 1024
+    # CPU seconds of the whole process (imports included): on a loaded machine
+    # wall time swings with the neighbours, the CPU a variant burns much less.
+    cpu = usage.ru_utime + usage.ru_stime
+    return {"variant": variant, "wall_s": wall, "cpu_s": cpu, "peak_rss_mb": rss_mb, "units": done}
 
 
 def start_server(latency: float) -> tuple[subprocess.Popen[str], str]:
@@ -280,15 +284,21 @@ def main() -> None:
             f"\n{args.problems} problems x high (32,4,1) = {args.problems * 37} samples, "
             f"server latency {latency:g}s, {CONCURRENCY} in flight, median of {args.repeats}"
         )
-        print(f"{'variant':<17}{'wall s':>9}{'vs floor':>10}{'peak RSS MB':>13}  runs")
+        cpu_base = statistics.median(r["cpu_s"] for r in runs["floor"])
+        print(
+            f"{'variant':<17}{'wall s':>9}{'vs floor':>10}{'CPU s':>8}{'vs floor':>10}"
+            f"{'peak RSS MB':>13}  runs"
+        )
         for v in variants:
             walls = [r["wall_s"] for r in runs[v]]
             med = statistics.median(walls)
+            cpu = statistics.median(r["cpu_s"] for r in runs[v])
             rss = statistics.median(r["peak_rss_mb"] for r in runs[v])
             print(
-                f"{v:<17}{med:>9.2f}{med / base:>10.2f}{rss:>13.0f}  "
-                + " ".join(f"{w:.2f}" for w in walls)
+                f"{v:<17}{med:>9.2f}{med / base:>10.2f}{cpu:>8.2f}{cpu / cpu_base:>10.2f}"
+                f"{rss:>13.0f}  " + " ".join(f"{w:.2f}" for w in walls)
             )
+        print(f"load average at the end: {os.getloadavg()[0]:.1f}")
     if args.json:
         args.json.write_text(json.dumps(raw, indent=1))
 

@@ -160,7 +160,7 @@ class PaCoReNodes:
         self.tracer.start_round(state["run_id"], r, width, texts)
         return {"prompt": tuple(prompt), "prompt_refs": refs, **control}
 
-    def fan_out(self, state: PaCoReState) -> list[Send]:
+    async def fan_out(self, state: PaCoReState) -> list[Send]:
         """One ``Send`` per explorer of the round, each with its index and seed."""
         r = state["round"]
         width = state.get("width") or self.schedule[r]
@@ -287,7 +287,7 @@ class PaCoReNodes:
             "tokens_saved_estimate": round(sum(skipped) * per_sample),
         }
 
-    def route(self, state: PaCoReState) -> str:
+    async def route(self, state: PaCoReState) -> str:
         """Next round, or the answer."""
         return "round" if state["round"] < len(self.schedule) else "finalize"
 

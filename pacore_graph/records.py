@@ -9,7 +9,7 @@ Rounds and indices are 0-based; the final K=1 round is the last round.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 __all__ = [
@@ -111,7 +111,9 @@ class Trajectory:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready record (the CLI's ``rounds`` entries and results.jsonl)."""
-        data = asdict(self)
+        # Shallow on purpose: ``asdict`` deep-copies every field (logprobs and
+        # token ids included) and was the costliest call of writing results.
+        data = {name: getattr(self, name) for name in _TRAJECTORY_FIELDS}
         data["id"] = self.id
         data["failed"] = self.failed
         data["truncated"] = self.truncated
@@ -154,6 +156,9 @@ class Trajectory:
             token_ids=tuple(token_ids) if token_ids is not None else None,
             artifacts=dict(data.get("artifacts") or {}),
         )
+
+
+_TRAJECTORY_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Trajectory))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

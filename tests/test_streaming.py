@@ -165,7 +165,7 @@ def test_nodes_run_alone_outside_a_graph() -> None:
             {"messages": [{"role": "user", "content": "Q?"}]}
         )
         state.update(await nodes.round_node(state, {}))  # type: ignore[arg-type]
-        sends = nodes.fan_out(state)  # type: ignore[arg-type]
+        sends = await nodes.fan_out(state)  # type: ignore[arg-type]
         assert [s.arg.index for s in sends] == [0, 1]
         pending = []
         for s in sends:
