@@ -226,3 +226,32 @@ async def test_a_declared_provider_and_a_failed_call_still_name_the_server(
     assert (attrs["server.address"], attrs["server.port"]) == ("127.0.0.1", port)
     assert "gen_ai.response.model" not in attrs  # nothing answered
     assert "error.type" in attrs
+
+
+async def test_a_replica_set_names_its_provider_but_no_single_server(
+    traced: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
+    """Two replicas of one model: which one answered a call is not the span's to guess."""
+    from pacore_graph.multi_client import MultiEndpointClient
+    from pacore_graph.testing import ScriptedServer
+
+    provider, exporter = traced
+    async with ScriptedServer(model="m") as one, ScriptedServer(model="m") as two:
+        client = MultiEndpointClient([one.base_url, two.base_url], "m")
+        graph = build_pacore_graph(
+            client,
+            config=PaCoReConfig(rounds=[2], sampling={"seed": 3}),
+            tracing=TraceOptions(tracer_provider=provider),
+        )
+        try:
+            await ainvoke_pacore(graph, "Q?")
+        finally:
+            await client.aclose()
+    spans = chats(exporter)
+    assert len(spans) == 3
+    for span in spans:
+        attrs = span.attributes or {}
+        assert attrs["gen_ai.provider.name"] == OPENAI_COMPATIBLE
+        assert "server.address" not in attrs and "server.port" not in attrs
+        assert attrs["gen_ai.response.model"] == "m"
+        assert "gen_ai.request.seed" in attrs

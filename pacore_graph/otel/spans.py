@@ -163,27 +163,41 @@ def model_step_span(
         yield span
 
 
+def _client_urls(client: Any) -> list[str]:
+    """The base URL(s) a client sends to: ``base_url``, or ``base_urls`` of a replica set."""
+    one = getattr(client, "base_url", None)
+    if isinstance(one, str):
+        return [one]
+    many = getattr(client, "base_urls", None)
+    if isinstance(many, list | tuple):
+        return [u for u in many if isinstance(u, str)]
+    return []
+
+
 def record_chat_request(client: Any, *, seed: int | None = None) -> None:
     """Put where a chat call goes on the current explorer span: server, provider, seed.
 
     Called by an explorer just before it sends the request, with the client
     it sends it through (its ``base_url`` gives ``server.address`` and
     ``server.port``, and its optional ``provider_name`` names the server)
-    and the seed actually sent. Does nothing outside a recorded explorer span.
+    and the seed actually sent. A client spreading calls over several
+    replicas (``base_urls``) gets a provider when they all agree, and no
+    server address, since the span cannot know which replica answered.
+    Does nothing outside a recorded explorer span.
     """
     active = _ACTIVE.get()
     span = trace.get_current_span()
     if active is None or not span.is_recording():
         return
-    base_url = getattr(client, "base_url", None)
-    base_url = base_url if isinstance(base_url, str) else None
+    urls = _client_urls(client)
     declared = active.declared_provider or getattr(client, "provider_name", None)
+    declared = declared if isinstance(declared, str) else None
+    targets: list[str | None] = [*urls] if urls else [None]
+    providers = {provider_name(url, declared=declared) for url in targets}
     attrs: dict[str, Any] = {
-        GEN_AI_PROVIDER_NAME: provider_name(
-            base_url, declared=declared if isinstance(declared, str) else None
-        )
+        GEN_AI_PROVIDER_NAME: providers.pop() if len(providers) == 1 else OPENAI_COMPATIBLE
     }
-    address = server_address_and_port(base_url)
+    address = server_address_and_port(urls[0]) if len(urls) == 1 else None
     if address is not None:
         attrs[SERVER_ADDRESS], attrs[SERVER_PORT] = address
     if seed is not None:
