@@ -16,6 +16,7 @@ import sys
 import pytest
 from otlp_receiver import Receiver
 
+import pacore_graph
 from pacore_graph import PaCoReConfig, ainvoke_pacore, build_pacore_graph
 from pacore_graph.telemetry import TracingConfigError, configure_tracing
 from pacore_graph.testing import ScriptedServer
@@ -215,6 +216,7 @@ def test_cli_honours_otel_traces_exporter(receiver: Receiver) -> None:
             },
         )
         wrong = _cli_run(model_server.base_url, {"OTEL_TRACES_EXPORTER": "zipkin"})
+        base_url = model_server.base_url
     assert console.returncode == 0, console.stderr
     assert json.loads(console.stdout)["answer"]  # spans go to stderr, stdout stays JSON
     assert '"name": "chat m"' in console.stderr
@@ -222,8 +224,21 @@ def test_cli_honours_otel_traces_exporter(receiver: Receiver) -> None:
     assert '"server.address": "127.0.0.1"' in console.stderr
     assert silent.returncode == 0 and '"name": "chat m"' not in silent.stderr
     assert otlp.returncode == 0, otlp.stderr
-    names = [s["name"] for s in receiver.spans()]
+    spans = receiver.spans()
+    names = [s["name"] for s in spans]
     assert names.count("chat m") == 2 and names.count("invoke_workflow pacore") == 1
+    # What the conventions ask of a chat span arrives over the wire.
+    port = int(base_url.rsplit(":", 1)[1].split("/")[0])
+    for chat in (s for s in spans if s["name"] == "chat m"):
+        attrs = chat["attributes"]
+        assert (attrs["server.address"], attrs["server.port"]) == ("127.0.0.1", port)
+        assert attrs["gen_ai.provider.name"] == "openai_compatible"
+        assert attrs["gen_ai.response.model"] == "m"
+    assert {(s["scope"], s["scope_version"]) for s in spans} == {
+        ("pacore_graph", pacore_graph.__version__)
+    }
+    assert {s["schema_url"] for s in spans} == {"https://opentelemetry.io/schemas/1.40.0"}
+    assert {s["service_version"] for s in spans} == {pacore_graph.__version__}
     assert wrong.returncode == 2
     assert "OTEL_TRACES_EXPORTER='zipkin'" in wrong.stderr
     assert "Traceback" not in wrong.stderr
