@@ -11,14 +11,13 @@ from __future__ import annotations
 import ast
 import asyncio
 import socket
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from aiohttp import web
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import pacore_graph
@@ -40,15 +39,6 @@ from pacore_graph.otel.exporters import TracingConfigError, exporter_kinds
 from pacore_graph.otel.spans import INSTRUMENTATION_NAME, TraceOptions
 
 SNAPSHOT = "served-model-2026-01-01"
-
-
-@pytest.fixture
-def traced() -> Iterator[tuple[TracerProvider, InMemorySpanExporter]]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    yield provider, exporter
-    provider.shutdown()
 
 
 @pytest.fixture

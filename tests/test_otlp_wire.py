@@ -149,38 +149,8 @@ def test_cli_trace_otlp_with_content_over_real_http(receiver: Receiver) -> None:
     assert all(b"sk-should-never-be-exported" not in body for _, _, body in receiver.requests)
 
 
-def test_cli_trace_console_keeps_stdout_clean() -> None:
-    with ScriptedServer(model="m").run_in_thread() as model_server:
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pacore_graph.cli",
-                "run",
-                "Q",
-                "--rounds",
-                "1",
-                "--base-url",
-                model_server.base_url,
-                "--model",
-                "m",
-                "--json",
-                "--trace",
-                "console",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-    assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout)["answer"]
-    assert '"name": "invoke_workflow pacore"' in proc.stderr
-    assert '"name": "chat m"' in proc.stderr
-
-
-def _cli_run(base_url: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """``pacore run --json`` without ``--trace``: only the environment can turn tracing on."""
+def _cli_run(base_url: str, env: dict[str, str], *extra: str) -> subprocess.CompletedProcess[str]:
+    """``pacore run "Q" --rounds 1 --json`` against ``base_url``, plus ``extra`` flags."""
     return subprocess.run(
         [
             sys.executable,
@@ -195,13 +165,23 @@ def _cli_run(base_url: str, env: dict[str, str]) -> subprocess.CompletedProcess[
             "--model",
             "m",
             "--json",
+            *extra,
         ],
         capture_output=True,
         text=True,
-        env={k: v for k, v in {**os.environ, **env}.items() if v is not None},
+        env={**os.environ, **env},
         timeout=120,
         check=False,
     )
+
+
+def test_cli_trace_console_keeps_stdout_clean() -> None:
+    with ScriptedServer(model="m").run_in_thread() as model_server:
+        proc = _cli_run(model_server.base_url, {}, "--trace", "console")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["answer"]
+    assert '"name": "invoke_workflow pacore"' in proc.stderr
+    assert '"name": "chat m"' in proc.stderr
 
 
 def test_cli_honours_otel_traces_exporter(receiver: Receiver) -> None:
