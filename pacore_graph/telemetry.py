@@ -2,26 +2,7 @@
 
 from __future__ import annotations
 
-from pacore_graph.otel.exporters import (
-    JAEGER_ENDPOINT,
-    LANGFUSE_DEFAULT_HOST,
-    TRACE_KINDS,
-    TRACES_EXPORTER_ENV,
-    TRACES_EXPORTER_VALUES,
-    TracingConfigError,
-    configure_tracing,
-    exporter_kinds,
-    langfuse_endpoint_and_headers,
-)
+from pacore_graph.otel import exporters as _exporters
+from pacore_graph.otel.exporters import *  # noqa: F403 (the same names, under the old module)
 
-__all__ = [
-    "JAEGER_ENDPOINT",
-    "LANGFUSE_DEFAULT_HOST",
-    "TRACES_EXPORTER_ENV",
-    "TRACES_EXPORTER_VALUES",
-    "TRACE_KINDS",
-    "TracingConfigError",
-    "configure_tracing",
-    "exporter_kinds",
-    "langfuse_endpoint_and_headers",
-]
+__all__ = list(_exporters.__all__)

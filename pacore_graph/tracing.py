@@ -2,26 +2,7 @@
 
 from __future__ import annotations
 
-from pacore_graph.otel.spans import (
-    CAPTURE_CONTENT_ENV,
-    INSTRUMENTATION_NAME,
-    RunTracer,
-    TraceOptions,
-    capture_content_from_env,
-    model_step_span,
-    record_chat_request,
-    record_chat_response,
-    tool_span,
-)
+from pacore_graph.otel import spans as _spans
+from pacore_graph.otel.spans import *  # noqa: F403 (the same names, under the old module)
 
-__all__ = [
-    "CAPTURE_CONTENT_ENV",
-    "INSTRUMENTATION_NAME",
-    "RunTracer",
-    "TraceOptions",
-    "capture_content_from_env",
-    "model_step_span",
-    "record_chat_request",
-    "record_chat_response",
-    "tool_span",
-]
+__all__ = list(_spans.__all__)

@@ -12,6 +12,9 @@ import os
 from collections.abc import Iterator
 
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from otlp_receiver import Receiver, running_receiver
 
 
@@ -24,6 +27,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             f"PACORE_REQUIRE_EMBEDDED=1 but {', '.join(missing)} is not installed: "
             "install the [embedded] extra"
         )
+
+
+@pytest.fixture
+def traced() -> Iterator[tuple[TracerProvider, InMemorySpanExporter]]:
+    """An SDK provider whose spans are kept in memory, for tests to read."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    yield provider, exporter
+    provider.shutdown()
 
 
 @pytest.fixture

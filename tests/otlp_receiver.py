@@ -42,6 +42,9 @@ class Receiver:
                                 ],
                                 "service": service.get("service.name"),
                                 "scope": ss.scope.name,
+                                "scope_version": ss.scope.version,
+                                "schema_url": ss.schema_url,
+                                "service_version": service.get("service.version"),
                             }
                         )
         return out

@@ -11,14 +11,13 @@ from __future__ import annotations
 import ast
 import asyncio
 import socket
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from aiohttp import web
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import pacore_graph
@@ -40,15 +39,6 @@ from pacore_graph.otel.exporters import TracingConfigError, exporter_kinds
 from pacore_graph.otel.spans import INSTRUMENTATION_NAME, TraceOptions
 
 SNAPSHOT = "served-model-2026-01-01"
-
-
-@pytest.fixture
-def traced() -> Iterator[tuple[TracerProvider, InMemorySpanExporter]]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    yield provider, exporter
-    provider.shutdown()
 
 
 @pytest.fixture
@@ -226,3 +216,32 @@ async def test_a_declared_provider_and_a_failed_call_still_name_the_server(
     assert (attrs["server.address"], attrs["server.port"]) == ("127.0.0.1", port)
     assert "gen_ai.response.model" not in attrs  # nothing answered
     assert "error.type" in attrs
+
+
+async def test_a_replica_set_names_its_provider_but_no_single_server(
+    traced: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
+    """Two replicas of one model: which one answered a call is not the span's to guess."""
+    from pacore_graph.multi_client import MultiEndpointClient
+    from pacore_graph.testing import ScriptedServer
+
+    provider, exporter = traced
+    async with ScriptedServer(model="m") as one, ScriptedServer(model="m") as two:
+        client = MultiEndpointClient([one.base_url, two.base_url], "m")
+        graph = build_pacore_graph(
+            client,
+            config=PaCoReConfig(rounds=[2], sampling={"seed": 3}),
+            tracing=TraceOptions(tracer_provider=provider),
+        )
+        try:
+            await ainvoke_pacore(graph, "Q?")
+        finally:
+            await client.aclose()
+    spans = chats(exporter)
+    assert len(spans) == 3
+    for span in spans:
+        attrs = span.attributes or {}
+        assert attrs["gen_ai.provider.name"] == OPENAI_COMPATIBLE
+        assert "server.address" not in attrs and "server.port" not in attrs
+        assert attrs["gen_ai.response.model"] == "m"
+        assert "gen_ai.request.seed" in attrs

@@ -16,6 +16,7 @@ import sys
 import pytest
 from otlp_receiver import Receiver
 
+import pacore_graph
 from pacore_graph import PaCoReConfig, ainvoke_pacore, build_pacore_graph
 from pacore_graph.telemetry import TracingConfigError, configure_tracing
 from pacore_graph.testing import ScriptedServer
@@ -148,38 +149,8 @@ def test_cli_trace_otlp_with_content_over_real_http(receiver: Receiver) -> None:
     assert all(b"sk-should-never-be-exported" not in body for _, _, body in receiver.requests)
 
 
-def test_cli_trace_console_keeps_stdout_clean() -> None:
-    with ScriptedServer(model="m").run_in_thread() as model_server:
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pacore_graph.cli",
-                "run",
-                "Q",
-                "--rounds",
-                "1",
-                "--base-url",
-                model_server.base_url,
-                "--model",
-                "m",
-                "--json",
-                "--trace",
-                "console",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-    assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout)["answer"]
-    assert '"name": "invoke_workflow pacore"' in proc.stderr
-    assert '"name": "chat m"' in proc.stderr
-
-
-def _cli_run(base_url: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """``pacore run --json`` without ``--trace``: only the environment can turn tracing on."""
+def _cli_run(base_url: str, env: dict[str, str], *extra: str) -> subprocess.CompletedProcess[str]:
+    """``pacore run "Q" --rounds 1 --json`` against ``base_url``, plus ``extra`` flags."""
     return subprocess.run(
         [
             sys.executable,
@@ -194,13 +165,23 @@ def _cli_run(base_url: str, env: dict[str, str]) -> subprocess.CompletedProcess[
             "--model",
             "m",
             "--json",
+            *extra,
         ],
         capture_output=True,
         text=True,
-        env={k: v for k, v in {**os.environ, **env}.items() if v is not None},
+        env={**os.environ, **env},
         timeout=120,
         check=False,
     )
+
+
+def test_cli_trace_console_keeps_stdout_clean() -> None:
+    with ScriptedServer(model="m").run_in_thread() as model_server:
+        proc = _cli_run(model_server.base_url, {}, "--trace", "console")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["answer"]
+    assert '"name": "invoke_workflow pacore"' in proc.stderr
+    assert '"name": "chat m"' in proc.stderr
 
 
 def test_cli_honours_otel_traces_exporter(receiver: Receiver) -> None:
@@ -215,6 +196,7 @@ def test_cli_honours_otel_traces_exporter(receiver: Receiver) -> None:
             },
         )
         wrong = _cli_run(model_server.base_url, {"OTEL_TRACES_EXPORTER": "zipkin"})
+        base_url = model_server.base_url
     assert console.returncode == 0, console.stderr
     assert json.loads(console.stdout)["answer"]  # spans go to stderr, stdout stays JSON
     assert '"name": "chat m"' in console.stderr
@@ -222,8 +204,21 @@ def test_cli_honours_otel_traces_exporter(receiver: Receiver) -> None:
     assert '"server.address": "127.0.0.1"' in console.stderr
     assert silent.returncode == 0 and '"name": "chat m"' not in silent.stderr
     assert otlp.returncode == 0, otlp.stderr
-    names = [s["name"] for s in receiver.spans()]
+    spans = receiver.spans()
+    names = [s["name"] for s in spans]
     assert names.count("chat m") == 2 and names.count("invoke_workflow pacore") == 1
+    # What the conventions ask of a chat span arrives over the wire.
+    port = int(base_url.rsplit(":", 1)[1].split("/")[0])
+    for chat in (s for s in spans if s["name"] == "chat m"):
+        attrs = chat["attributes"]
+        assert (attrs["server.address"], attrs["server.port"]) == ("127.0.0.1", port)
+        assert attrs["gen_ai.provider.name"] == "openai_compatible"
+        assert attrs["gen_ai.response.model"] == "m"
+    assert {(s["scope"], s["scope_version"]) for s in spans} == {
+        ("pacore_graph", pacore_graph.__version__)
+    }
+    assert {s["schema_url"] for s in spans} == {"https://opentelemetry.io/schemas/1.40.0"}
+    assert {s["service_version"] for s in spans} == {pacore_graph.__version__}
     assert wrong.returncode == 2
     assert "OTEL_TRACES_EXPORTER='zipkin'" in wrong.stderr
     assert "Traceback" not in wrong.stderr

@@ -12,9 +12,7 @@ legend, as a marker with its error bar and no line, so the legend promises
 only lines that are there.
 
 matplotlib is an optional dependency (the ``eval`` extra) and is imported only
-when a plot is drawn. The figure is drawn on its own Agg canvas, never through
-``pyplot``: no global figure registry, no GUI backend, safe in threads and in
-a host program that uses pyplot itself.
+when a plot is drawn, on its own Agg canvas (:mod:`pacore_graph.eval.figure`).
 """
 
 from __future__ import annotations
@@ -24,6 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pacore_graph.eval.figure import agg_figure
 from pacore_graph.eval.report import MethodStats
 
 if TYPE_CHECKING:
@@ -37,7 +36,6 @@ MIN_PLOT_TTC = 1.0
 drawn: a log axis has no 0, and dropping the point would hide the failure."""
 
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
-_INSTALL_HINT = "pip install 'pacore-graph[eval]'"
 
 
 def _draw(ax: Axes, stats: Mapping[str, MethodStats]) -> None:
@@ -93,16 +91,7 @@ def scaling_figure(stats: Mapping[str, MethodStats], *, title: str | None = None
 
     Raises ``ImportError`` naming the ``eval`` extra when matplotlib is missing.
     """
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError as exc:
-        raise ImportError(
-            f"the scaling plot needs matplotlib, which is not installed: {_INSTALL_HINT}"
-        ) from exc
-
-    fig = Figure(figsize=(8.0, 5.0), dpi=120)
-    FigureCanvasAgg(fig)
+    fig = agg_figure(8.0, 5.0, dpi=120, purpose="the scaling plot")
     ax = fig.add_subplot(1, 1, 1)
     ax.set_xscale("log")
     if stats:

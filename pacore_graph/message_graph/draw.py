@@ -14,7 +14,8 @@ says something:
 - the canvas is cropped to what is drawn.
 
 matplotlib is an optional dependency (the ``eval`` extra) and is imported only
-when a graph is drawn, on its own Agg canvas, never through ``pyplot``.
+when a graph is drawn, on its own Agg canvas (:func:`~pacore_graph.eval.figure.agg_figure`),
+never through ``pyplot``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import networkx as nx
+
+from pacore_graph.eval.figure import agg_figure
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -40,7 +43,6 @@ __all__ = [
     "message_graph_figure",
 ]
 
-_INSTALL_HINT = "pip install 'pacore-graph[eval]'"
 _LEGEND_ANSWERS = 10
 _PALETTE = (
     # tab10 without its green, red and grey, which mean correct, incorrect and
@@ -372,19 +374,10 @@ def message_graph_figure(g: nx.DiGraph, *, title: str | None = None) -> Figure:
 
     Raises ``ImportError`` naming the ``eval`` extra when matplotlib is missing.
     """
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError as exc:
-        raise ImportError(
-            f"drawing the message graph needs matplotlib, which is not installed: {_INSTALL_HINT}"
-        ) from exc
-
     _, n_rounds, tallest = _positions(g) if g.number_of_nodes() else ({}, 1, 1)
     height = min(18.0, max(3.4, 0.2 * tallest + 1.6))
     width = 1.0 + 1.6 * n_rounds
-    fig = Figure(figsize=(width, height), dpi=110)
-    FigureCanvasAgg(fig)
+    fig = agg_figure(width, height, dpi=110, purpose="drawing the message graph")
     ax = fig.add_subplot(1, 1, 1)
     if g.number_of_nodes():
         _draw(ax, g, height)

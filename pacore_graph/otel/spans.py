@@ -46,37 +46,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, StatusCode, Tracer
 
 from pacore_graph.config import PaCoReConfig
-from pacore_graph.otel.conventions import (
-    CHAT,
-    ERROR_TYPE,
-    EXECUTE_TOOL,
-    GEN_AI_AGENT_NAME,
-    GEN_AI_CONVERSATION_ID,
-    GEN_AI_INPUT_MESSAGES,
-    GEN_AI_OPERATION_NAME,
-    GEN_AI_OUTPUT_MESSAGES,
-    GEN_AI_PROVIDER_NAME,
-    GEN_AI_REQUEST_MAX_TOKENS,
-    GEN_AI_REQUEST_MODEL,
-    GEN_AI_REQUEST_SEED,
-    GEN_AI_REQUEST_TEMPERATURE,
-    GEN_AI_REQUEST_TOP_P,
-    GEN_AI_RESPONSE_FINISH_REASONS,
-    GEN_AI_RESPONSE_MODEL,
-    GEN_AI_TOOL_CALL_ARGUMENTS,
-    GEN_AI_TOOL_NAME,
-    GEN_AI_USAGE_INPUT_TOKENS,
-    GEN_AI_USAGE_OUTPUT_TOKENS,
-    GEN_AI_WORKFLOW_NAME,
-    INVOKE_AGENT,
-    INVOKE_WORKFLOW,
-    OPENAI_COMPATIBLE,
-    SCHEMA_URL,
-    SERVER_ADDRESS,
-    SERVER_PORT,
-    provider_name,
-    server_address_and_port,
-)
+from pacore_graph.otel import conventions as semconv
 from pacore_graph.records import PaCoReResult, Trajectory
 
 __all__ = [
@@ -127,12 +97,12 @@ def tool_span(name: str, arguments: Mapping[str, Any]) -> Iterator[Span | None]:
         yield None
         return
     attrs: dict[str, Any] = {
-        GEN_AI_OPERATION_NAME: EXECUTE_TOOL,
-        GEN_AI_TOOL_NAME: name,
-        GEN_AI_CONVERSATION_ID: active.conversation_id,
+        semconv.GEN_AI_OPERATION_NAME: semconv.EXECUTE_TOOL,
+        semconv.GEN_AI_TOOL_NAME: name,
+        semconv.GEN_AI_CONVERSATION_ID: active.conversation_id,
     }
     if active.capture:
-        attrs[GEN_AI_TOOL_CALL_ARGUMENTS] = json.dumps(dict(arguments), default=str)
+        attrs[semconv.GEN_AI_TOOL_CALL_ARGUMENTS] = json.dumps(dict(arguments), default=str)
     with active.tracer.start_as_current_span(
         f"execute_tool {name}", kind=SpanKind.INTERNAL, attributes=attrs
     ) as span:
@@ -150,17 +120,28 @@ def model_step_span(
         return
     model = model or active.model
     attrs: dict[str, Any] = {
-        GEN_AI_OPERATION_NAME: CHAT,
-        GEN_AI_PROVIDER_NAME: active.provider,
-        GEN_AI_REQUEST_MODEL: model,
-        GEN_AI_CONVERSATION_ID: active.conversation_id,
+        semconv.GEN_AI_OPERATION_NAME: semconv.CHAT,
+        semconv.GEN_AI_PROVIDER_NAME: active.provider,
+        semconv.GEN_AI_REQUEST_MODEL: model,
+        semconv.GEN_AI_CONVERSATION_ID: active.conversation_id,
     }
     if active.capture and messages_json is not None:
-        attrs[GEN_AI_INPUT_MESSAGES] = messages_json
+        attrs[semconv.GEN_AI_INPUT_MESSAGES] = messages_json
     with active.tracer.start_as_current_span(
         f"chat {model}", kind=SpanKind.CLIENT, attributes=attrs
     ) as span:
         yield span
+
+
+def _client_urls(client: Any) -> list[str]:
+    """The base URL(s) a client sends to: ``base_url``, or ``base_urls`` of a replica set."""
+    one = getattr(client, "base_url", None)
+    if isinstance(one, str):
+        return [one]
+    many = getattr(client, "base_urls", None)
+    if isinstance(many, list | tuple):
+        return [u for u in many if isinstance(u, str)]
+    return []
 
 
 def record_chat_request(client: Any, *, seed: int | None = None) -> None:
@@ -169,25 +150,27 @@ def record_chat_request(client: Any, *, seed: int | None = None) -> None:
     Called by an explorer just before it sends the request, with the client
     it sends it through (its ``base_url`` gives ``server.address`` and
     ``server.port``, and its optional ``provider_name`` names the server)
-    and the seed actually sent. Does nothing outside a recorded explorer span.
+    and the seed actually sent. A client spreading calls over several
+    replicas (``base_urls``) gets a provider when they all agree, and no
+    server address, since the span cannot know which replica answered.
+    Does nothing outside a recorded explorer span.
     """
     active = _ACTIVE.get()
     span = trace.get_current_span()
     if active is None or not span.is_recording():
         return
-    base_url = getattr(client, "base_url", None)
-    base_url = base_url if isinstance(base_url, str) else None
+    urls = _client_urls(client)
     declared = active.declared_provider or getattr(client, "provider_name", None)
-    attrs: dict[str, Any] = {
-        GEN_AI_PROVIDER_NAME: provider_name(
-            base_url, declared=declared if isinstance(declared, str) else None
-        )
-    }
-    address = server_address_and_port(base_url)
+    declared = declared if isinstance(declared, str) else None
+    targets: list[str | None] = [*urls] if urls else [None]
+    providers = {semconv.provider_name(url, declared=declared) for url in targets}
+    provider = providers.pop() if len(providers) == 1 else semconv.OPENAI_COMPATIBLE
+    attrs: dict[str, Any] = {semconv.GEN_AI_PROVIDER_NAME: provider}
+    address = semconv.server_address_and_port(urls[0]) if len(urls) == 1 else None
     if address is not None:
-        attrs[SERVER_ADDRESS], attrs[SERVER_PORT] = address
+        attrs[semconv.SERVER_ADDRESS], attrs[semconv.SERVER_PORT] = address
     if seed is not None:
-        attrs[GEN_AI_REQUEST_SEED] = seed
+        attrs[semconv.GEN_AI_REQUEST_SEED] = seed
     span.set_attributes(attrs)
 
 
@@ -197,7 +180,7 @@ def record_chat_response(model: str | None) -> None:
         return
     span = trace.get_current_span()
     if span.is_recording():
-        span.set_attribute(GEN_AI_RESPONSE_MODEL, model)
+        span.set_attribute(semconv.GEN_AI_RESPONSE_MODEL, model)
 
 
 def capture_content_from_env(env: Mapping[str, str] = os.environ) -> bool:
@@ -275,7 +258,7 @@ class RunTracer:
                 INSTRUMENTATION_NAME,
                 _version(),
                 tracer_provider=options.tracer_provider,
-                schema_url=SCHEMA_URL,
+                schema_url=semconv.SCHEMA_URL,
             )
             if options.enabled
             else None
@@ -291,10 +274,10 @@ class RunTracer:
             "invoke_workflow pacore",
             kind=SpanKind.INTERNAL,
             attributes={
-                GEN_AI_OPERATION_NAME: INVOKE_WORKFLOW,
-                GEN_AI_WORKFLOW_NAME: "pacore",
-                GEN_AI_CONVERSATION_ID: run_id,
-                GEN_AI_REQUEST_MODEL: self.model,
+                semconv.GEN_AI_OPERATION_NAME: semconv.INVOKE_WORKFLOW,
+                semconv.GEN_AI_WORKFLOW_NAME: "pacore",
+                semconv.GEN_AI_CONVERSATION_ID: run_id,
+                semconv.GEN_AI_REQUEST_MODEL: self.model,
                 "pacore.run_id": run_id,
                 "pacore.preset": preset or "custom",
                 "pacore.rounds": list(self.config.rounds),
@@ -322,7 +305,7 @@ class RunTracer:
                     "pacore.trajectories": len(result.trajectories),
                     "pacore.failures": result.failures,
                     "pacore.truncations": result.truncations,
-                    GEN_AI_USAGE_OUTPUT_TOKENS: result.effective_ttc,
+                    semconv.GEN_AI_USAGE_OUTPUT_TOKENS: result.effective_ttc,
                 }
             )
         state.span.end()
@@ -350,7 +333,7 @@ class RunTracer:
             f"pacore.round {index}",
             context=trace.set_span_in_context(state.span),
             attributes={
-                GEN_AI_CONVERSATION_ID: run_id,
+                semconv.GEN_AI_CONVERSATION_ID: run_id,
                 "pacore.round.index": index,
                 "pacore.round.k": width,
                 "pacore.round.input_messages": len(references),
@@ -401,22 +384,22 @@ class RunTracer:
         ]
         sampling = self.config.sampling
         attrs: dict[str, Any] = {
-            GEN_AI_OPERATION_NAME: CHAT if name is None else INVOKE_AGENT,
-            GEN_AI_REQUEST_MODEL: self.model,
-            GEN_AI_REQUEST_TEMPERATURE: sampling.temperature,
-            GEN_AI_REQUEST_TOP_P: sampling.top_p,
-            GEN_AI_CONVERSATION_ID: run_id,
+            semconv.GEN_AI_OPERATION_NAME: semconv.CHAT if name is None else semconv.INVOKE_AGENT,
+            semconv.GEN_AI_REQUEST_MODEL: self.model,
+            semconv.GEN_AI_REQUEST_TEMPERATURE: sampling.temperature,
+            semconv.GEN_AI_REQUEST_TOP_P: sampling.top_p,
+            semconv.GEN_AI_CONVERSATION_ID: run_id,
             "pacore.explorer.index": index,
         }
         if self.options.provider_name:
             # Known up front; otherwise the explorer reports it with the request.
-            attrs[GEN_AI_PROVIDER_NAME] = self.options.provider_name
+            attrs[semconv.GEN_AI_PROVIDER_NAME] = self.options.provider_name
         if sampling.max_tokens is not None:
-            attrs[GEN_AI_REQUEST_MAX_TOKENS] = sampling.max_tokens
+            attrs[semconv.GEN_AI_REQUEST_MAX_TOKENS] = sampling.max_tokens
         if name is not None:
-            attrs[GEN_AI_AGENT_NAME] = name
+            attrs[semconv.GEN_AI_AGENT_NAME] = name
         if self.capture:
-            attrs[GEN_AI_INPUT_MESSAGES] = _messages_json(messages)
+            attrs[semconv.GEN_AI_INPUT_MESSAGES] = _messages_json(messages)
         span = self._tracer.start_span(
             f"chat {self.model}" if name is None else f"invoke_agent {name}",
             context=trace.set_span_in_context(state.round_span),
@@ -430,7 +413,7 @@ class RunTracer:
                 self._tracer,
                 self.capture,
                 self.model,
-                self.options.provider_name or OPENAI_COMPATIBLE,
+                self.options.provider_name or semconv.OPENAI_COMPATIBLE,
                 run_id,
                 self.options.provider_name,
             )
@@ -451,7 +434,7 @@ class RunTracer:
             f"pacore.compact {compactor}",
             context=trace.set_span_in_context(state.round_span),
             attributes={
-                GEN_AI_CONVERSATION_ID: run_id,
+                semconv.GEN_AI_CONVERSATION_ID: run_id,
                 "pacore.compactor": compactor,
                 "pacore.compact.messages": len(ok),
                 "pacore.compact.chars_before": sum(len(t.content) for t in ok),
@@ -476,9 +459,11 @@ class _ExplorerSpan:
             return
         span.set_attributes(
             {
-                GEN_AI_USAGE_INPUT_TOKENS: t.prompt_tokens,
-                GEN_AI_USAGE_OUTPUT_TOKENS: t.completion_tokens,
-                GEN_AI_RESPONSE_FINISH_REASONS: [t.finish_reason or ("error" if t.failed else "")],
+                semconv.GEN_AI_USAGE_INPUT_TOKENS: t.prompt_tokens,
+                semconv.GEN_AI_USAGE_OUTPUT_TOKENS: t.completion_tokens,
+                semconv.GEN_AI_RESPONSE_FINISH_REASONS: [
+                    t.finish_reason or ("error" if t.failed else "")
+                ],
                 "pacore.latency_s": t.latency_s,
                 "pacore.truncated": t.truncated,
                 "pacore.tokens_estimated": t.tokens_estimated,
@@ -487,6 +472,6 @@ class _ExplorerSpan:
         )
         if t.failed:
             span.set_status(Status(StatusCode.ERROR, t.error or "failed"))
-            span.set_attribute(ERROR_TYPE, (t.error or "error").split(":", 1)[0][:100])
+            span.set_attribute(semconv.ERROR_TYPE, (t.error or "error").split(":", 1)[0][:100])
         elif self._tracer.capture:
-            span.set_attribute(GEN_AI_OUTPUT_MESSAGES, _output_json(t))
+            span.set_attribute(semconv.GEN_AI_OUTPUT_MESSAGES, _output_json(t))
