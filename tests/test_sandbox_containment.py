@@ -159,6 +159,16 @@ def test_empty_files_cannot_exhaust_inodes(sandbox: LocalSandbox) -> None:
     assert int(result.stdout.split()[1]) < 100_000
 
 
+def test_sparse_files_are_copied_back_as_sparse(sandbox: LocalSandbox, tmp_path: Path) -> None:
+    """Holes cost the tmpfs nothing: written out in full, 200 of them would be 800 MiB here."""
+    code = "for i in range(200): open(f's{i}', 'wb').truncate(4 << 20)"
+    result = sandbox.execute(ExecRequest(code=code, workdir=tmp_path))
+    assert result.ok, result.stderr
+    files = list(tmp_path.iterdir())
+    assert len(files) == 200 and all(f.stat().st_size == 4 * MIB for f in files)
+    assert sum(f.stat().st_blocks * 512 for f in files) < MIB
+
+
 def test_a_workspace_over_the_cap_is_refused_before_running(
     sandbox: LocalSandbox, tmp_path: Path
 ) -> None:

@@ -204,7 +204,7 @@ def _mount_workspace(
     """Mount the size-capped tmpfs over the workspace and copy the host's content in."""
     workdir = cfg["workdir"]
     size = int(cfg["max_workspace_bytes"])
-    inodes = max(1024, size // 2048)  # empty files cost memory too
+    inodes = max(1024, size // 16384)  # empty files cost memory (and copying) too
     _mount(
         libc, "tmpfs", workdir, "tmpfs", _MS_NOSUID | _MS_NODEV,
         f"size={size},nr_inodes={inodes},mode=0755",

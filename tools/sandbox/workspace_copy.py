@@ -62,19 +62,44 @@ def _copy_file(src_dir: int, dst_dir: int, name: str, st: os.stat_result) -> Non
             dir_fd=dst_dir,
         )
         try:
-            while True:
-                data = os.read(src, _CHUNK)
-                if not data:
-                    break
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(dst, view) :]
+            _copy_data(src, dst)
             os.fchmod(dst, stat.S_IMODE(st.st_mode) & 0o777)
             os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))
         finally:
             os.close(dst)
     finally:
         os.close(src)
+
+
+def _copy_data(src: int, dst: int) -> None:
+    """Copy the data of ``src`` and only its data: holes stay holes.
+
+    A sparse file costs the tmpfs nothing, so without this a call could make
+    thousands of 16 MiB files of holes and have them written out in full on
+    the host; copying extents keeps the host's usage at the tmpfs's.
+    """
+    size = os.fstat(src).st_size
+    pos = 0
+    while pos < size:
+        try:
+            start = os.lseek(src, pos, os.SEEK_DATA)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:
+                break  # only a hole is left
+            raise
+        end = os.lseek(src, start, os.SEEK_HOLE)
+        while start < end:
+            data = os.pread(src, min(_CHUNK, end - start), start)
+            if not data:
+                break
+            view = memoryview(data)
+            offset = start
+            while view:
+                written = os.pwrite(dst, view, offset)
+                view, offset = view[written:], offset + written
+            start += len(data)
+        pos = end
+    os.ftruncate(dst, size)
 
 
 def _chown(dst_dir: int, name: str, owner: tuple[int, int] | None) -> None:
