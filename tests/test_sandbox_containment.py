@@ -189,6 +189,45 @@ def test_the_workspace_comes_back_after_a_wall_time_kill(
     assert (tmp_path / "partial.txt").read_text() == "saved"
 
 
+def test_every_kind_of_change_comes_back(sandbox: LocalSandbox, tmp_path: Path) -> None:
+    """The copy back mirrors deletions, renames, type changes, modes and symlinks."""
+    (tmp_path / "gone.txt").write_text("delete me")
+    (tmp_path / "dir1" / "sub").mkdir(parents=True)
+    (tmp_path / "dir1" / "sub" / "f.txt").write_text("moved")
+    (tmp_path / "becomes_dir").write_text("file first")
+    (tmp_path / "same.txt").write_text("untouched")
+    before = (tmp_path / "same.txt").stat()
+    script = (
+        "rm gone.txt && mv dir1 dir2 && rm becomes_dir && mkdir becomes_dir && "
+        "echo x > becomes_dir/inner && echo run > tool.sh && chmod 755 tool.sh && "
+        "ln -s /etc/passwd link && mkfifo pipe && echo ok"
+    )
+    result = sandbox.execute(ExecRequest(code=script, language="bash", workdir=tmp_path))
+    assert result.ok and result.stdout.strip() == "ok", result.stderr
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["becomes_dir", "dir2", "link", "same.txt", "tool.sh"]  # no fifo
+    assert (tmp_path / "dir2" / "sub" / "f.txt").read_text() == "moved"
+    assert (tmp_path / "becomes_dir" / "inner").read_text() == "x\n"
+    assert (tmp_path / "tool.sh").stat().st_mode & 0o777 == 0o755
+    assert os.readlink(tmp_path / "link") == "/etc/passwd"  # a link, never followed
+    after = (tmp_path / "same.txt").stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+
+
+def test_too_deep_a_tree_is_not_copied_back_half(sandbox: LocalSandbox, tmp_path: Path) -> None:
+    (tmp_path / "keep.txt").write_text("kept")
+    code = (
+        "import os\nopen('new.txt', 'w').write('n')\n"
+        "for _ in range(300):\n    os.mkdir('d'); os.chdir('d')\n"
+    )
+    result = sandbox.execute(ExecRequest(code=code, workdir=tmp_path))
+    assert result.exit_code == 0
+    assert (
+        "nested deeper than 256" in result.stderr and "copying the workspace back" in result.stderr
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.txt"]  # all or nothing
+
+
 def test_a_hard_link_into_the_workspace_is_not_written_through(
     sandbox: LocalSandbox, tmp_path: Path
 ) -> None:

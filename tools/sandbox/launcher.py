@@ -520,7 +520,7 @@ def _sync_back(workspace: _Workspace, status: _Status) -> None:
         return
     try:
         _workspace_copy().copy_out(workspace.tmpfs_fd, workspace.host_fd, workspace.hidden)
-    except OSError as exc:
+    except OSError as exc:  # WorkspaceTooDeep included: then nothing was changed
         status.send(event="sync_error", message=f"copying the workspace back failed: {exc}")
         return
     status.send(event="synced", hidden=len(workspace.hidden))
