@@ -282,6 +282,7 @@ def test_total_memory_of_a_call_is_capped(sandbox: LocalSandbox) -> None:
     result = sandbox.execute(ExecRequest(code=code, limits=limits))
     assert "all allocated" not in result.stdout
     assert result.killed_by == "total_memory", (result.summary(), result.stderr)
+    assert result.peak_memory_bytes is not None and result.peak_memory_bytes > 250 * MIB
     assert "for all processes together" in result.to_tool_output()
 
 
@@ -289,6 +290,7 @@ def test_memory_under_the_total_cap_is_fine(sandbox: LocalSandbox) -> None:
     code = "block = b'x' * (100 << 20); print(len(block) >> 20)"
     result = sandbox.execute(ExecRequest(code=code))
     assert result.ok and result.stdout.strip() == "100"
+    assert result.peak_memory_bytes is not None and result.peak_memory_bytes < 1024 * MIB
 
 
 # --------------------------------------------------------------------------- 6: workspace

@@ -116,6 +116,8 @@ class ExecResult:
     killed_by: str | None = None
     cpu_time_s: float | None = None
     isolation: Isolation = Isolation()
+    peak_memory_bytes: int | None = None
+    """Highest total ``RssAnon`` of the call's processes that init saw (None: not watched)."""
 
     @property
     def network_isolated(self) -> bool:
