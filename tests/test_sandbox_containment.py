@@ -343,6 +343,8 @@ def test_unsafe_workspaces_are_refused(
         sandbox.execute(ExecRequest(code="print('ran')", workdir=workdir))
     with pytest.raises(SandboxExecutionError, match="refused"):  # a parent of HOME too
         sandbox.execute(ExecRequest(code="print('ran')", workdir=tmp_path))
+    with pytest.raises(ValueError, match="refused"):  # the file tools refuse it up front
+        make_code_tools(sandbox, workdir=workdir)
     # Below HOME is an ordinary workspace.
     (home / "project").mkdir()
     assert sandbox.execute(ExecRequest(code="print('ran')", workdir=home / "project")).ok
