@@ -36,7 +36,15 @@ from pacore_graph.graph import ainvoke_pacore, build_pacore_graph
 from pacore_graph.records import PaCoReResult, Trajectory
 from pacore_graph.tool_explorer import ToolSession, build_tool_explorer
 from pacore_graph.tools.code_executor import make_code_tools
-from pacore_graph.tools.sandbox import MIB, CodeExecutor, ExecRequest, LocalSandbox, SandboxLimits
+from pacore_graph.tools.sandbox import (
+    MIB,
+    CodeExecutor,
+    ExecRequest,
+    LocalSandbox,
+    SandboxExecutionError,
+    SandboxLimits,
+    check_workdir,
+)
 from pacore_graph.tools.workspace import apply_diff, changed_files, copy_tree, diff_trees, list_tree
 
 __all__ = [
@@ -47,6 +55,7 @@ __all__ = [
     "SWEOutcome",
     "SWESession",
     "build_swe_graph",
+    "check_repository",
     "run_swe",
     "swe_problem",
 ]
@@ -182,6 +191,22 @@ class SWECompactor:
         )
 
 
+def check_repository(repo: Path) -> Path:
+    """The resolved repository path, or ValueError for one that is no repository to copy.
+
+    Every explorer copies it, so ``/``, a system directory or a home directory
+    (or one holding it) is refused, as the sandbox refuses them as workspaces.
+    """
+    path = Path(repo).resolve()
+    if not path.is_dir():
+        raise ValueError(f"repository {path} is not a directory")
+    try:
+        check_workdir(path)
+    except SandboxExecutionError as exc:
+        raise ValueError(str(exc).replace("workspace", "repository", 1)) from None
+    return path
+
+
 def build_swe_graph(
     chat_model: BaseChatModel,
     repo: Path,
@@ -194,9 +219,7 @@ def build_swe_graph(
     **kwargs: Any,
 ) -> Any:
     """The SWE PaCoRe graph: tool explorers, each in its own copy of ``repo``."""
-    repo = Path(repo).resolve()
-    if not repo.is_dir():
-        raise ValueError(f"repository {repo} is not a directory")
+    repo = check_repository(repo)
     if not test_command.strip():
         raise ValueError("a test command is required to verify attempts (e.g. 'pytest -q')")
     sandbox = executor or LocalSandbox(SWE_LIMITS)

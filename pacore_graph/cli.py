@@ -866,7 +866,7 @@ def _graph(args: argparse.Namespace) -> int:
 
 
 async def _swe(args: argparse.Namespace) -> int:
-    from pacore_graph.graphs.pacore_swe import run_swe
+    from pacore_graph.graphs.pacore_swe import check_repository, run_swe
     from pacore_graph.langchain_client import aclose_chat_model, make_chat_model
 
     if not args.base_url or not args.model:
@@ -876,8 +876,10 @@ async def _swe(args: argparse.Namespace) -> int:
         )
     if len(args.base_url) > 1:
         raise UsageError("pacore swe takes one --base-url")
-    if not args.repo.is_dir():
-        raise UsageError(f"--repo {args.repo}: not a directory")
+    try:
+        check_repository(args.repo)
+    except ValueError as exc:
+        raise UsageError(f"--repo {args.repo}: {exc}") from None
     if not args.issue.is_file():
         raise UsageError(f"--issue {args.issue}: no such file")
     if args.max_steps < 1:

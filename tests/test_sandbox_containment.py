@@ -77,6 +77,20 @@ def _tree_bytes(root: Path) -> int:
     return sum(p.stat().st_size for p in root.rglob("*") if p.is_file() and not p.is_symlink())
 
 
+def test_new_limits_have_documented_defaults_and_are_validated() -> None:
+    limits = SandboxLimits()
+    assert limits.max_total_memory_bytes == 1024 * MIB
+    assert limits.max_workspace_bytes == 256 * MIB
+    for bad in (
+        {"max_total_memory_bytes": 0},
+        {"max_total_memory_bytes": MIB},
+        {"max_workspace_bytes": -1},
+        {"max_workspace_bytes": 1.5},
+    ):
+        with pytest.raises(ValueError):
+            SandboxLimits(**bad)  # type: ignore[arg-type]
+
+
 # --------------------------------------------------------------------------- 1: parent death
 
 _DRIVER = """
@@ -159,6 +173,16 @@ def test_empty_files_cannot_exhaust_inodes(sandbox: LocalSandbox) -> None:
     assert int(result.stdout.split()[1]) < 100_000
 
 
+def test_sparse_files_are_copied_back_as_sparse(sandbox: LocalSandbox, tmp_path: Path) -> None:
+    """Holes cost the tmpfs nothing: written out in full, 200 of them would be 800 MiB here."""
+    code = "for i in range(200): open(f's{i}', 'wb').truncate(4 << 20)"
+    result = sandbox.execute(ExecRequest(code=code, workdir=tmp_path))
+    assert result.ok, result.stderr
+    files = list(tmp_path.iterdir())
+    assert len(files) == 200 and all(f.stat().st_size == 4 * MIB for f in files)
+    assert sum(f.stat().st_blocks * 512 for f in files) < MIB
+
+
 def test_a_workspace_over_the_cap_is_refused_before_running(
     sandbox: LocalSandbox, tmp_path: Path
 ) -> None:
@@ -177,6 +201,45 @@ def test_the_workspace_comes_back_after_a_wall_time_kill(
     result = sandbox.execute(ExecRequest(code=code, workdir=tmp_path, limits=limits))
     assert result.killed_by == "wall_time"
     assert (tmp_path / "partial.txt").read_text() == "saved"
+
+
+def test_every_kind_of_change_comes_back(sandbox: LocalSandbox, tmp_path: Path) -> None:
+    """The copy back mirrors deletions, renames, type changes, modes and symlinks."""
+    (tmp_path / "gone.txt").write_text("delete me")
+    (tmp_path / "dir1" / "sub").mkdir(parents=True)
+    (tmp_path / "dir1" / "sub" / "f.txt").write_text("moved")
+    (tmp_path / "becomes_dir").write_text("file first")
+    (tmp_path / "same.txt").write_text("untouched")
+    before = (tmp_path / "same.txt").stat()
+    script = (
+        "rm gone.txt && mv dir1 dir2 && rm becomes_dir && mkdir becomes_dir && "
+        "echo x > becomes_dir/inner && echo run > tool.sh && chmod 755 tool.sh && "
+        "ln -s /etc/passwd link && mkfifo pipe && echo ok"
+    )
+    result = sandbox.execute(ExecRequest(code=script, language="bash", workdir=tmp_path))
+    assert result.ok and result.stdout.strip() == "ok", result.stderr
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["becomes_dir", "dir2", "link", "same.txt", "tool.sh"]  # no fifo
+    assert (tmp_path / "dir2" / "sub" / "f.txt").read_text() == "moved"
+    assert (tmp_path / "becomes_dir" / "inner").read_text() == "x\n"
+    assert (tmp_path / "tool.sh").stat().st_mode & 0o777 == 0o755
+    assert os.readlink(tmp_path / "link") == "/etc/passwd"  # a link, never followed
+    after = (tmp_path / "same.txt").stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+
+
+def test_too_deep_a_tree_is_not_copied_back_half(sandbox: LocalSandbox, tmp_path: Path) -> None:
+    (tmp_path / "keep.txt").write_text("kept")
+    code = (
+        "import os\nopen('new.txt', 'w').write('n')\n"
+        "for _ in range(300):\n    os.mkdir('d'); os.chdir('d')\n"
+    )
+    result = sandbox.execute(ExecRequest(code=code, workdir=tmp_path))
+    assert result.exit_code == 0
+    assert (
+        "nested deeper than 256" in result.stderr and "copying the workspace back" in result.stderr
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.txt"]  # all or nothing
 
 
 def test_a_hard_link_into_the_workspace_is_not_written_through(
@@ -219,6 +282,7 @@ def test_total_memory_of_a_call_is_capped(sandbox: LocalSandbox) -> None:
     result = sandbox.execute(ExecRequest(code=code, limits=limits))
     assert "all allocated" not in result.stdout
     assert result.killed_by == "total_memory", (result.summary(), result.stderr)
+    assert result.peak_memory_bytes is not None and result.peak_memory_bytes > 250 * MIB
     assert "for all processes together" in result.to_tool_output()
 
 
@@ -226,6 +290,7 @@ def test_memory_under_the_total_cap_is_fine(sandbox: LocalSandbox) -> None:
     code = "block = b'x' * (100 << 20); print(len(block) >> 20)"
     result = sandbox.execute(ExecRequest(code=code))
     assert result.ok and result.stdout.strip() == "100"
+    assert result.peak_memory_bytes is not None and result.peak_memory_bytes < 1024 * MIB
 
 
 # --------------------------------------------------------------------------- 6: workspace
@@ -278,6 +343,8 @@ def test_unsafe_workspaces_are_refused(
         sandbox.execute(ExecRequest(code="print('ran')", workdir=workdir))
     with pytest.raises(SandboxExecutionError, match="refused"):  # a parent of HOME too
         sandbox.execute(ExecRequest(code="print('ran')", workdir=tmp_path))
+    with pytest.raises(ValueError, match="refused"):  # the file tools refuse it up front
+        make_code_tools(sandbox, workdir=workdir)
     # Below HOME is an ordinary workspace.
     (home / "project").mkdir()
     assert sandbox.execute(ExecRequest(code="print('ran')", workdir=home / "project")).ok

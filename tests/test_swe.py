@@ -195,12 +195,16 @@ def test_swe_refuses_bad_arguments_before_any_model_call(
         (["--test", "pytest -q", "--diff-out", str(tmp_path / "a-directory")], "is a directory"),
         (["--test", "pytest -q", "--diff-out", str(tmp_path / "no" / "x.diff")], "not a dir"),
         (["--test", "pytest -q", "--issue", str(bad_issue)], "UTF-8"),
+        (["--test", "pytest -q", "--repo", "/"], "refused"),
+        (["--test", "pytest -q", "--repo", str(tmp_path / "missing")], "not a directory"),
     ]
     with ScriptedServer(EX.scripted_fixer, model="m").run_in_thread() as srv:
         for extra, message in cases:
-            args = ["swe", "--repo", str(repo), "--base-url", srv.base_url, "--model", "m"]
+            args = ["swe", "--base-url", srv.base_url, "--model", "m"]
             if "--issue" not in extra:
                 args += ["--issue", str(EXAMPLE / "ISSUE.md")]
+            if "--repo" not in extra:
+                args += ["--repo", str(repo)]
             assert main([*args, *extra]) == 2, extra
             err = capsys.readouterr().err.strip()
             assert err.startswith("pacore: error:") and message in err and "\n" not in err

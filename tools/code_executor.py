@@ -36,6 +36,7 @@ from pacore_graph.tools.sandbox import (
     ExecResult,
     Language,
     SandboxExecutionError,
+    check_workdir,
 )
 
 __all__ = [
@@ -91,6 +92,11 @@ def make_code_tools(
     root = Path(workdir).resolve() if workdir is not None else None
     if root is not None and not root.is_dir():
         raise ValueError(f"workdir {root} is not a directory")
+    if root is not None:
+        try:
+            check_workdir(root)  # the file tools would otherwise reach all of it
+        except SandboxExecutionError as exc:
+            raise ValueError(str(exc)) from None
     where = (
         "in the workspace directory (files persist between calls)"
         if root is not None

@@ -145,6 +145,7 @@ from __future__ import annotations
 from .errors import SandboxError, SandboxExecutionError, SandboxUnavailableError
 from .limits import DEFAULT_SANDBOX_GID, DEFAULT_SANDBOX_UID, MIB, SandboxLimits
 from .local import LocalSandbox
+from .paths import check_workdir
 from .protocol import BaseCodeExecutor, CodeExecutor
 from .values import ExecRequest, ExecResult, Isolation, Language
 
@@ -163,4 +164,5 @@ __all__ = [
     "SandboxExecutionError",
     "SandboxLimits",
     "SandboxUnavailableError",
+    "check_workdir",
 ]

@@ -204,7 +204,7 @@ def _mount_workspace(
     """Mount the size-capped tmpfs over the workspace and copy the host's content in."""
     workdir = cfg["workdir"]
     size = int(cfg["max_workspace_bytes"])
-    inodes = max(1024, size // 2048)  # empty files cost memory too
+    inodes = max(1024, size // 16384)  # empty files cost memory (and copying) too
     _mount(
         libc, "tmpfs", workdir, "tmpfs", _MS_NOSUID | _MS_NODEV,
         f"size={size},nr_inodes={inodes},mode=0755",
@@ -520,7 +520,7 @@ def _sync_back(workspace: _Workspace, status: _Status) -> None:
         return
     try:
         _workspace_copy().copy_out(workspace.tmpfs_fd, workspace.host_fd, workspace.hidden)
-    except OSError as exc:
+    except OSError as exc:  # WorkspaceTooDeep included: then nothing was changed
         status.send(event="sync_error", message=f"copying the workspace back failed: {exc}")
         return
     status.send(event="synced", hidden=len(workspace.hidden))

@@ -64,7 +64,8 @@ class SandboxLimits:
 
     The workspace is a size-limited tmpfs in the sandbox's own mount
     namespace: writes beyond fail with ``ENOSPC`` (``killed_by``
-    ``"workspace_full"`` when that ends the program). A given ``workdir`` is
+    ``"workspace_full"`` when that ends the program), and so does a file
+    beyond one per 16 KiB of the cap (at least 1,024). A given ``workdir`` is
     copied in before and back after the call, so it must fit too. The tmpfs
     lives in memory, so this is also memory the call can use.
     """

@@ -303,8 +303,11 @@ def _build_result(
         )
     exit_code: int | None = None
     cpu: float | None = None
+    peak: int | None = None
     if exit_event is not None:
         cpu = float(exit_event.get("cpu_s", 0.0))
+        if exit_event.get("peak_anon_bytes") is not None and isolation.processes:
+            peak = int(exit_event["peak_anon_bytes"])
         if exit_event.get("signal") is None:
             exit_code = int(exit_event.get("code", 0))
         if killed_by is None:
@@ -320,6 +323,7 @@ def _build_result(
         killed_by=killed_by,
         cpu_time_s=cpu,
         isolation=isolation,
+        peak_memory_bytes=peak,
     )
 
 

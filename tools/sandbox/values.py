@@ -28,7 +28,9 @@ class ExecRequest:
     ``workdir`` is a workspace that persists between calls (a repository copy,
     say); without it every call gets a fresh temporary directory that is
     deleted afterwards. ``limits`` replaces the executor's defaults for this
-    call only.
+    call only. The code works on a copy of ``workdir`` that is mirrored back
+    when the call ends, so two calls running at once on the same ``workdir``
+    do not see each other's changes, and the one that ends last wins.
     """
 
     code: str
@@ -114,6 +116,8 @@ class ExecResult:
     killed_by: str | None = None
     cpu_time_s: float | None = None
     isolation: Isolation = Isolation()
+    peak_memory_bytes: int | None = None
+    """Highest total ``RssAnon`` of the call's processes that init saw (None: not watched)."""
 
     @property
     def network_isolated(self) -> bool:

@@ -25,7 +25,10 @@ import errno
 import os
 import stat
 
-__all__ = ["WorkspaceTooLarge", "copy_in", "copy_out"]
+__all__ = ["MAX_DEPTH", "WorkspaceTooDeep", "WorkspaceTooLarge", "copy_in", "copy_out"]
+
+MAX_DEPTH = 256
+"""Deepest directory nesting copied either way (each level holds two descriptors)."""
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _CHUNK = 1 << 20
@@ -33,6 +36,10 @@ _CHUNK = 1 << 20
 
 class WorkspaceTooLarge(OSError):
     """The workspace does not fit into the tmpfs (``ENOSPC`` or out of inodes)."""
+
+
+class WorkspaceTooDeep(OSError):
+    """Directories nested deeper than :data:`MAX_DEPTH`: refused before anything is changed."""
 
 
 def _readable(st: os.stat_result, uid: int | None, gid: int | None) -> bool:
@@ -62,19 +69,44 @@ def _copy_file(src_dir: int, dst_dir: int, name: str, st: os.stat_result) -> Non
             dir_fd=dst_dir,
         )
         try:
-            while True:
-                data = os.read(src, _CHUNK)
-                if not data:
-                    break
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(dst, view) :]
+            _copy_data(src, dst)
             os.fchmod(dst, stat.S_IMODE(st.st_mode) & 0o777)
             os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))
         finally:
             os.close(dst)
     finally:
         os.close(src)
+
+
+def _copy_data(src: int, dst: int) -> None:
+    """Copy the data of ``src`` and only its data: holes stay holes.
+
+    A sparse file costs the tmpfs nothing, so without this a call could make
+    thousands of 16 MiB files of holes and have them written out in full on
+    the host; copying extents keeps the host's usage at the tmpfs's.
+    """
+    size = os.fstat(src).st_size
+    pos = 0
+    while pos < size:
+        try:
+            start = os.lseek(src, pos, os.SEEK_DATA)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:
+                break  # only a hole is left
+            raise
+        end = os.lseek(src, start, os.SEEK_HOLE)
+        while start < end:
+            data = os.pread(src, min(_CHUNK, end - start), start)
+            if not data:
+                break
+            view = memoryview(data)
+            offset = start
+            while view:
+                written = os.pwrite(dst, view, offset)
+                view, offset = view[written:], offset + written
+            start += len(data)
+        pos = end
+    os.ftruncate(dst, size)
 
 
 def _chown(dst_dir: int, name: str, owner: tuple[int, int] | None) -> None:
@@ -99,7 +131,7 @@ def copy_in(
     """
     hidden: set[str] = set()
     try:
-        _copy_in(src_dir, dst_dir, "", uid, gid, owner, hidden)
+        _copy_in(src_dir, dst_dir, "", uid, gid, owner, hidden, 0)
     except OSError as exc:
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
             raise WorkspaceTooLarge(exc.errno, "the workspace is larger than its size cap") from exc
@@ -115,7 +147,10 @@ def _copy_in(
     gid: int | None,
     owner: tuple[int, int] | None,
     hidden: set[str],
+    depth: int,
 ) -> None:
+    if depth > MAX_DEPTH:
+        raise WorkspaceTooDeep(errno.ELOOP, f"directories nested deeper than {MAX_DEPTH}")
     with os.scandir(src_dir) as entries:
         listing = [(e.name, e.stat(follow_symlinks=False)) for e in entries]
     for name, st in listing:
@@ -145,7 +180,7 @@ def _copy_in(
             os.mkdir(name, 0o700, dir_fd=dst_dir)
             sub_dst = os.open(name, _DIR_FLAGS, dir_fd=dst_dir)
             try:
-                _copy_in(sub_src, sub_dst, path + "/", uid, gid, owner, hidden)
+                _copy_in(sub_src, sub_dst, path + "/", uid, gid, owner, hidden, depth + 1)
                 os.fchmod(sub_dst, stat.S_IMODE(mode) & 0o777 | stat.S_IRWXU)
                 if owner is not None:
                     os.fchown(sub_dst, *owner)
@@ -161,9 +196,24 @@ def copy_out(src_dir: int, dst_dir: int, hidden: set[str]) -> None:
 
     Unchanged files (same size and modification time as copied in) are not
     rewritten; changed ones are replaced (unlink, then a new file), never
-    written in place.
+    written in place. A tree nested deeper than :data:`MAX_DEPTH` raises
+    :class:`WorkspaceTooDeep` before the host is touched, so it is never left
+    half copied for that reason.
     """
+    _check_depth(src_dir, 0)
     _copy_out(src_dir, dst_dir, "", hidden)
+
+
+def _check_depth(dir_fd: int, depth: int) -> None:
+    if depth > MAX_DEPTH:
+        raise WorkspaceTooDeep(errno.ELOOP, f"directories nested deeper than {MAX_DEPTH}")
+    for name, st in _listing(dir_fd).items():
+        if stat.S_ISDIR(st.st_mode):
+            sub = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+            try:
+                _check_depth(sub, depth + 1)
+            finally:
+                os.close(sub)
 
 
 def _listing(dir_fd: int) -> dict[str, os.stat_result]:
