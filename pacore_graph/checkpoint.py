@@ -34,9 +34,11 @@ from typing import Any, Literal
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
+from pacore_graph.config import SamplingParams
 from pacore_graph.explorer import ExploreTask
 from pacore_graph.filenames import EVAL_CHECKPOINT_FILE, RUN_CHECKPOINT_SUFFIX
 from pacore_graph.records import Completion, PaCoReResult, ToolCallRecord, Trajectory
+from pacore_graph.state import RunShape
 
 __all__ = [
     "DEFAULT_DURABILITY",
@@ -59,7 +61,15 @@ DEFAULT_DURABILITY: Durability = "async"
 
 _POSTGRES_POOL = 8
 
-_TYPES: tuple[type, ...] = (Trajectory, ToolCallRecord, PaCoReResult, Completion, ExploreTask)
+_TYPES: tuple[type, ...] = (
+    Trajectory,
+    ToolCallRecord,
+    PaCoReResult,
+    Completion,
+    ExploreTask,
+    RunShape,
+    SamplingParams,
+)
 
 #: ``(module, name)`` of every type the PaCoRe graph's state and ``Send`` payloads hold.
 SERDE_ALLOWLIST: frozenset[tuple[str, str]] = frozenset(

@@ -25,6 +25,7 @@ from typing import Any, Protocol, runtime_checkable
 from langchain_core.runnables import RunnableConfig
 
 from pacore_graph.batching import SampleBatcher
+from pacore_graph.config import SamplingParams
 from pacore_graph.errors import ModelCallError
 from pacore_graph.otel.spans import record_chat_request, record_chat_response
 from pacore_graph.records import Trajectory
@@ -63,6 +64,8 @@ class ExploreTask:
     seed: int | None = None
     stream: bool = False
     """The final K=1 round: its tokens stream when a ``messages`` stream listens."""
+    params: SamplingParams | None = None
+    """This run's sampling settings (the graph's, or the per-run ones from ``configurable``)."""
 
     def __post_init__(self) -> None:
         # A checkpointed Send comes back with lists (msgpack); keep the tuples.
@@ -112,7 +115,11 @@ class ChatExplorer:
                 c = await self._stream(task, config, seed)
             else:
                 c = await self.batcher.sample(
-                    task.messages, group=task.group, expected=task.width, seed=seed
+                    task.messages,
+                    group=task.group,
+                    expected=task.width,
+                    seed=seed,
+                    params=task.params,
                 )
         except ModelCallError as exc:
             return failed_trajectory(task, str(exc))
@@ -136,14 +143,19 @@ class ChatExplorer:
         """The final call over SSE, its deltas reported as LangChain token events."""
         client = self.batcher.client
         if not isinstance(client, StreamingChatClient):
-            return await self.batcher.sample(task.messages, group=task.group, expected=1, seed=seed)
+            return await self.batcher.sample(
+                task.messages, group=task.group, expected=1, seed=seed, params=task.params
+            )
         tokens = TokenStream(config, message_id=answer_message_id(task.run_id), model=client.model)
         await tokens.start(task.messages)
         completion = None
         try:
             async with self.batcher.limiter.hold(1):
                 completion = await client.stream(
-                    task.messages, params=self.batcher.params, seed=seed, on_delta=tokens.on_delta
+                    task.messages,
+                    params=task.params or self.batcher.params,
+                    seed=seed,
+                    on_delta=tokens.on_delta,
                 )
         except BaseException as exc:
             await tokens.end(None, exc)

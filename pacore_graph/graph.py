@@ -41,6 +41,7 @@ from pacore_graph.limits import SequenceLimiter
 from pacore_graph.nodes import PaCoReNodes, normalize_conversation
 from pacore_graph.prompts import SYNTHESIS_TEMPLATE, render_synthesis
 from pacore_graph.records import PaCoReResult
+from pacore_graph.settings import MAX_RUN_ROUNDS
 from pacore_graph.state import PaCoReInput, PaCoReOutput, PaCoReState
 from pacore_graph.tracing import RunTracer, TraceOptions
 
@@ -147,7 +148,7 @@ def build_pacore_graph(
         name=name,
     )
     builder = StateGraph(PaCoReState, input_schema=PaCoReInput, output_schema=PaCoReOutput)
-    builder.add_node("prepare", nodes.prepare)
+    builder.add_node("prepare", nodes.prepare)  # fails before any span is opened
     builder.add_node("round", _guarded(nodes, nodes.round_node))
     builder.add_node("explore", _guarded(nodes, nodes.explore))
     builder.add_node("compact", _guarded(nodes, nodes.compact))
@@ -160,8 +161,9 @@ def build_pacore_graph(
     builder.add_edge("finalize", END)
     graph = builder.compile(name=name, checkpointer=with_pacore_types(checkpointer))
     # Three steps per round plus prepare/finalize; LangGraph's default limit (25)
-    # would stop a run of more than seven rounds.
-    return graph.with_config(recursion_limit=3 * len(nodes.schedule) + 10)
+    # would stop a run of more than seven rounds. Per-run rounds are capped.
+    rounds = max(len(nodes.schedule), MAX_RUN_ROUNDS + 1)
+    return graph.with_config(recursion_limit=3 * rounds + 10)
 
 
 def _guarded(nodes: PaCoReNodes, node: Callable[..., Awaitable[dict[str, Any]]]) -> Any:
