@@ -18,7 +18,7 @@ call never sinks its siblings.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -166,9 +166,17 @@ class ChatExplorer:
 
 @dataclass(frozen=True, slots=True)
 class GraphExplorer:
-    """Runs a compiled LangGraph graph per trajectory: ``{"task"}`` in, ``{"trajectory"}`` out."""
+    """Runs a compiled LangGraph graph per trajectory: ``{"task"}`` in, ``{"trajectory"}`` out.
+
+    In a PaCoRe graph it becomes a real subgraph of the ``explore`` node: its
+    nodes show in ``get_graph(xray=True)``, its steps stream with
+    ``astream(subgraphs=True)`` and are checkpointed with the parent's.
+    ``release(task)``, if given, is awaited when the trajectory is done,
+    whatever happened (the tool explorer closes its workspace there).
+    """
 
     graph: Any
+    release: Callable[[ExploreTask], Awaitable[None]] | None = None
 
     def __post_init__(self) -> None:
         if not hasattr(self.graph, "ainvoke"):
@@ -179,11 +187,8 @@ class GraphExplorer:
         """The explorer graph's name (traces show ``invoke_agent {name}``)."""
         return str(getattr(self.graph, "name", None) or "explorer")
 
-    async def explore(self, task: ExploreTask, config: RunnableConfig) -> Trajectory:
-        try:
-            out = await self.graph.ainvoke({"task": task}, config)
-        except ModelCallError as exc:
-            return failed_trajectory(task, str(exc))
+    def trajectory_of(self, out: Any) -> Trajectory:
+        """The ``trajectory`` the explorer graph returned; TypeError if it returned none."""
         trajectory = out.get("trajectory") if isinstance(out, Mapping) else None
         if not isinstance(trajectory, Trajectory):
             raise TypeError(
@@ -191,3 +196,13 @@ class GraphExplorer:
                 f"got keys {sorted(out) if isinstance(out, Mapping) else type(out).__name__}"
             )
         return trajectory
+
+    async def explore(self, task: ExploreTask, config: RunnableConfig) -> Trajectory:
+        try:
+            out = await self.graph.ainvoke({"task": task}, config)
+        except ModelCallError as exc:
+            return failed_trajectory(task, str(exc))
+        finally:
+            if self.release is not None:
+                await self.release(task)
+        return self.trajectory_of(out)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
@@ -29,8 +29,9 @@ from pacore_graph.budget import TokenBudget
 from pacore_graph.compaction import Compactor, compactor_from_name
 from pacore_graph.config import PaCoReConfig
 from pacore_graph.consensus import EarlyStop
-from pacore_graph.errors import RoundFailedError
-from pacore_graph.explorer import Explorer, ExploreTask
+from pacore_graph.errors import ModelCallError, RoundFailedError
+from pacore_graph.explorer import Explorer, ExploreTask, GraphExplorer, failed_trajectory
+from pacore_graph.limits import SequenceLimiter
 from pacore_graph.prompts import (
     SYNTHESIS_TEMPLATE,
     last_user_index,
@@ -90,6 +91,9 @@ class PaCoReNodes:
     model_name: str | None = None
     explorer_name: str | None = None
     name: str = "pacore"
+    limiter: SequenceLimiter | None = None
+    """Held (one unit per trajectory) around a custom explorer; None for the chat explorer,
+    whose batcher holds one unit per sample itself."""
     schedule: tuple[int, ...] = field(init=False)
     quorum: RoundQuorum = field(init=False)
     early_stop: EarlyStop | None = field(init=False)
@@ -209,15 +213,70 @@ class PaCoReNodes:
             task.run_id, task.index, task.references, task.messages, self.explorer_name
         ) as span:
             if gate is None:
-                trajectory = await self.explorer.explore(task, config)
+                trajectory = await self._explore_limited(task, config)
             else:
-                outcome = await gate.run(lambda: self.explorer.explore(task, config))
+                outcome = await gate.run(lambda: self._explore_limited(task, config))
                 if outcome is DROPPED:  # recorded by compact() as dropped, not failed
                     return {"pending": []}
                 trajectory = cast(Trajectory, outcome)
             span.record(trajectory)
         progress_writer()(explorer_finished(trajectory))
         return {"pending": [trajectory]}
+
+    async def _explore_limited(self, task: ExploreTask, config: RunnableConfig) -> Trajectory:
+        if self.limiter is None:
+            return await self.explorer.explore(task, config)
+        async with self.limiter.hold(1):
+            return await self.explorer.explore(task, config)
+
+    def subgraph_explore(self, explorer: GraphExplorer) -> Callable[..., Awaitable[Any]]:
+        """The ``explore`` node for an explorer graph: it runs as a real subgraph.
+
+        The node's function refers to the compiled graph directly, which is
+        how LangGraph finds a subgraph inside a node: it then shows in
+        ``get_graph(xray=True)``, streams with ``subgraphs=True`` and is
+        checkpointed in the parent's namespace.
+        """
+        subgraph = explorer.graph
+        limiter = self.limiter
+
+        async def run(graph: Any, task: ExploreTask, config: RunnableConfig) -> Trajectory:
+            try:
+                if limiter is None:
+                    out = await graph.ainvoke({"task": task}, config)
+                else:
+                    async with limiter.hold(1):
+                        out = await graph.ainvoke({"task": task}, config)
+                return explorer.trajectory_of(out)
+            except ModelCallError as exc:
+                return failed_trajectory(task, str(exc))
+            finally:
+                if explorer.release is not None:
+                    await explorer.release(task)
+
+        async def explore(task: ExploreTask, config: RunnableConfig) -> dict[str, Any]:
+            gate = self._gates.get((task.run_id, task.round)) if self._gates else None
+            try:
+                with self.tracer.explorer(
+                    task.run_id, task.index, task.references, task.messages, self.explorer_name
+                ) as span:
+                    # ``subgraph`` named here: LangGraph finds a node's subgraph
+                    # among the names its function uses.
+                    if gate is None:
+                        trajectory = await run(subgraph, task, config)
+                    else:
+                        outcome = await gate.run(lambda: run(subgraph, task, config))
+                        if outcome is DROPPED:
+                            return {"pending": []}
+                        trajectory = cast(Trajectory, outcome)
+                    span.record(trajectory)
+            except BaseException as exc:
+                self.fail_run(task, exc)
+                raise
+            progress_writer()(explorer_finished(trajectory))
+            return {"pending": [trajectory]}
+
+        return explore
 
     async def compact(self, state: PaCoReState, config: RunnableConfig) -> dict[str, Any]:
         """Fan-in: compact every trajectory and keep the round; fail if none succeeded."""
