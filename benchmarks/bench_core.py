@@ -19,6 +19,11 @@ process. Variants:
   which is what "tracing off" means for a user.
 - ``graph-inmemory``: the graph with an SDK provider exporting every span to
   an in-memory exporter (batch processor), i.e. tracing on.
+- ``graph-ckpt-exit`` / ``-async`` / ``-sync``: the graph checkpointing every
+  problem on its own thread to a SQLite file (the saver ``pacore run
+  --input`` uses by default), with LangGraph's ``durability`` mode.
+- ``graph-subgraph``: the plain chat explorer wrapped in a one-node compiled
+  explorer subgraph (``GraphExplorer``): the per-``Send`` cost of a subgraph.
 
 The model-call limit is 1,024 samples in flight for every variant. Prints a
 table of medians over ``--repeats`` runs, alternating variants, and each
@@ -41,7 +46,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import aiohttp
 
@@ -57,6 +62,10 @@ VARIANTS = (
     "graph-langchain",
     "graph-notrace",
     "graph-inmemory",
+    "graph-ckpt-exit",
+    "graph-ckpt-async",
+    "graph-ckpt-sync",
+    "graph-subgraph",
 )
 
 
@@ -130,7 +139,13 @@ async def floor(base_url: str, count: int, batched: bool) -> int:
 
 
 async def graph(
-    base_url: str, count: int, batched: bool, langchain: bool, tracing: str = "api"
+    base_url: str,
+    count: int,
+    batched: bool,
+    langchain: bool,
+    tracing: str = "api",
+    durability: str | None = None,
+    subgraph: bool = False,
 ) -> int:
     from pacore_graph import OpenAICompatClient, PaCoReConfig, build_pacore_graph
     from pacore_graph.client import ChatClient
@@ -155,10 +170,32 @@ async def graph(
         provider = TracerProvider()
         provider.add_span_processor(BatchSpanProcessor(exporter, max_queue_size=65536))
         options = TraceOptions(tracer_provider=provider)
-    app = build_pacore_graph(client, config=config, tracing=options)
-    results = await asyncio.gather(
-        *(app.ainvoke({"messages": [{"role": "user", "content": q}]}) for q in problems(count))
-    )
+    explorer = None
+    if subgraph:
+        explorer = _subgraph_explorer(client, config)
+    app = build_pacore_graph(client, config=config, tracing=options, explorer=explorer)
+    if durability is None:
+        results = await asyncio.gather(
+            *(app.ainvoke({"messages": [{"role": "user", "content": q}]}) for q in problems(count))
+        )
+    else:
+        import tempfile
+
+        from pacore_graph.checkpoint import open_checkpointer, with_checkpointer
+
+        with tempfile.TemporaryDirectory() as tmp:
+            async with open_checkpointer(None, Path(tmp) / "ck.sqlite") as saver:
+                durable = with_checkpointer(app, saver)
+                results = await asyncio.gather(
+                    *(
+                        durable.ainvoke(
+                            {"messages": [{"role": "user", "content": q}]},
+                            {"configurable": {"thread_id": f"p{i}"}},
+                            durability=durability,
+                        )
+                        for i, q in enumerate(problems(count))
+                    )
+                )
     if exporter is not None:
         provider.shutdown()
         expected = count * (1 + 3 + 37 + 3)  # run, rounds, chats, compactions
@@ -168,6 +205,38 @@ async def graph(
     if isinstance(client, OpenAICompatClient):
         await client.aclose()
     return sum(len(r["result"].trajectories) for r in results)
+
+
+class _SubState(TypedDict, total=False):
+    task: Any  # ExploreTask
+    trajectory: Any  # Trajectory
+
+
+def _subgraph_explorer(client: Any, config: Any) -> Any:
+    """The plain chat explorer inside a one-node compiled subgraph (a GraphExplorer)."""
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.graph import START, StateGraph
+
+    from pacore_graph.batching import SampleBatcher
+    from pacore_graph.explorer import ChatExplorer, GraphExplorer
+    from pacore_graph.limits import SequenceLimiter
+
+    chat = ChatExplorer(
+        SampleBatcher(
+            client,
+            SequenceLimiter(config.max_concurrency),
+            config.sampling,
+            enabled=config.batch_samples,
+        )
+    )
+
+    async def call(state: _SubState, config: RunnableConfig) -> dict[str, Any]:
+        return {"trajectory": await chat.explore(state["task"], config)}
+
+    sub = StateGraph(_SubState)
+    sub.add_node("call", call)
+    sub.add_edge(START, "call")
+    return GraphExplorer(sub.compile(name="chat_subgraph"))
 
 
 # --------------------------------------------------------------------------- driver
@@ -187,6 +256,10 @@ def run_variant(variant: str, base_url: str, count: int) -> dict[str, Any]:
                 batched=variant != "graph-nobatch",
                 langchain=variant == "graph-langchain",
                 tracing={"graph-notrace": "off", "graph-inmemory": "inmemory"}.get(variant, "api"),
+                durability=variant.removeprefix("graph-ckpt-")
+                if variant.startswith("graph-ckpt-")
+                else None,
+                subgraph=variant == "graph-subgraph",
             )
         )
     wall = time.perf_counter() - started

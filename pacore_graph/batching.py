@@ -47,6 +47,7 @@ class _Waiter:
 class _Group:
     messages: Sequence[Mapping[str, Any]]
     expected: int
+    params: SamplingParams
     waiters: list[_Waiter] = field(default_factory=list)
     timer: asyncio.TimerHandle | None = None
 
@@ -80,17 +81,18 @@ class SampleBatcher:
         group: Hashable,
         expected: int,
         seed: int | None = None,
+        params: SamplingParams | None = None,
     ) -> Completion:
         """One sample of ``messages``; callers with the same ``group`` share a request.
 
         ``group`` must identify the prompt (e.g. run id and round), ``expected``
-        is how many callers will ask for it.
+        is how many callers will ask for it. ``params`` overrides the batcher's
+        sampling settings for this run (the group's first caller's win).
         """
+        params = params or self.params
         if not self.enabled or expected <= 1:
             async with self.limiter.hold(1):
-                (completion,) = await self.client.complete(
-                    messages, n=1, params=self.params, seed=seed
-                )
+                (completion,) = await self.client.complete(messages, n=1, params=params, seed=seed)
             return completion
         loop = asyncio.get_running_loop()
         groups = self._groups.get(loop)
@@ -98,7 +100,7 @@ class SampleBatcher:
             groups = self._groups[loop] = {}
         pending = groups.get(group)
         if pending is None:
-            pending = groups[group] = _Group(messages=messages, expected=expected)
+            pending = groups[group] = _Group(messages=messages, expected=expected, params=params)
             pending.timer = loop.call_later(self.window_s, self._flush, groups, group)
         fut: asyncio.Future[Completion] = loop.create_future()
         pending.waiters.append(_Waiter(seed, fut))
@@ -130,11 +132,11 @@ class SampleBatcher:
                 outcomes: Sequence[SampleOutcome]
                 if complete_each is not None:
                     outcomes = await complete_each(
-                        group.messages, n=len(waiters), params=self.params, seed=seed
+                        group.messages, n=len(waiters), params=group.params, seed=seed
                     )
                 else:
                     outcomes = await self.client.complete(
-                        group.messages, n=len(waiters), params=self.params, seed=seed
+                        group.messages, n=len(waiters), params=group.params, seed=seed
                     )
         except asyncio.CancelledError:
             for w in waiters:

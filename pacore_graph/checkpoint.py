@@ -34,9 +34,11 @@ from typing import Any, Literal
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
+from pacore_graph.config import SamplingParams
 from pacore_graph.explorer import ExploreTask
 from pacore_graph.filenames import EVAL_CHECKPOINT_FILE, RUN_CHECKPOINT_SUFFIX
 from pacore_graph.records import Completion, PaCoReResult, ToolCallRecord, Trajectory
+from pacore_graph.state import RunShape
 
 __all__ = [
     "DEFAULT_DURABILITY",
@@ -57,7 +59,17 @@ Durability = Literal["sync", "async", "exit"]
 DEFAULT_DURABILITY: Durability = "async"
 
 
-_TYPES: tuple[type, ...] = (Trajectory, ToolCallRecord, PaCoReResult, Completion, ExploreTask)
+_POSTGRES_POOL = 8
+
+_TYPES: tuple[type, ...] = (
+    Trajectory,
+    ToolCallRecord,
+    PaCoReResult,
+    Completion,
+    ExploreTask,
+    RunShape,
+    SamplingParams,
+)
 
 #: ``(module, name)`` of every type the PaCoRe graph's state and ``Send`` payloads hold.
 SERDE_ALLOWLIST: frozenset[tuple[str, str]] = frozenset(
@@ -153,24 +165,57 @@ async def open_checkpointer(spec: str | None, default: Path) -> AsyncIterator[An
             "checkpoints need langgraph-checkpoint-sqlite "
             "(pip install langgraph-checkpoint-sqlite), or pass --checkpoint none"
         ) from None
+    import aiosqlite
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    async with AsyncSqliteSaver.from_conn_string(str(path)) as saver:
-        yield with_pacore_types(saver)
+    async with aiosqlite.connect(str(path)) as conn:
+        # WAL with synchronous=NORMAL: a commit survives the process being
+        # killed (SIGKILL), only not a power cut, and skips the fsync per
+        # commit that made the saver fall behind a fast run (measured: a
+        # backlog of unsaved explorer results at the kill, redone on resume).
+        await conn.execute("PRAGMA journal_mode=WAL")
+        await conn.execute("PRAGMA synchronous=NORMAL")
+        yield with_pacore_types(AsyncSqliteSaver(conn))
 
 
 @asynccontextmanager
 async def _postgres(saver_cls: Any, url: str) -> AsyncIterator[Any]:
-    """An ``AsyncPostgresSaver`` on ``url`` with its tables set up; ValueError if unreachable."""
-    import psycopg
+    """An ``AsyncPostgresSaver`` on a small pool of ``url`` connections, tables set up.
 
+    A pool, not LangGraph's one-connection default: every finished explorer's
+    writes are one round trip, and on one shared connection they queued up
+    behind each other, so a killed run had lost most of what had come back
+    (measured: 88-96 of 96 samples redone). ``synchronous_commit=off`` skips
+    the server's WAL flush per commit; the client being killed cannot lose a
+    committed write that way, only a crash of the database server could.
+    Raises ``ValueError`` (one line) when the server cannot be used.
+    """
+    import psycopg
+    from psycopg.rows import dict_row
+    from psycopg_pool import AsyncConnectionPool
+
+    pool = AsyncConnectionPool(
+        url,
+        min_size=1,
+        max_size=_POSTGRES_POOL,
+        open=False,
+        kwargs={
+            "autocommit": True,
+            "prepare_threshold": 0,
+            "row_factory": dict_row,
+            "options": "-c synchronous_commit=off",
+        },
+    )
     try:
-        cm = saver_cls.from_conn_string(url)
-        saver = await cm.__aenter__()
+        await pool.open(wait=True, timeout=30)
+        saver = saver_cls(conn=pool)
         await saver.setup()
-    except psycopg.Error as exc:
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    except (psycopg.Error, TimeoutError, OSError) as exc:
+        await pool.close()
+        text = str(exc).strip()
+        reason = text.splitlines()[0] if text else type(exc).__name__
         raise ValueError(f"--checkpoint: cannot use PostgreSQL: {reason}") from None
     try:
         yield saver
     finally:
-        await cm.__aexit__(None, None, None)
+        await pool.close()

@@ -18,13 +18,14 @@ call never sinks its siblings.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from langchain_core.runnables import RunnableConfig
 
 from pacore_graph.batching import SampleBatcher
+from pacore_graph.config import SamplingParams
 from pacore_graph.errors import ModelCallError
 from pacore_graph.otel.spans import record_chat_request, record_chat_response
 from pacore_graph.records import Trajectory
@@ -63,6 +64,8 @@ class ExploreTask:
     seed: int | None = None
     stream: bool = False
     """The final K=1 round: its tokens stream when a ``messages`` stream listens."""
+    params: SamplingParams | None = None
+    """This run's sampling settings (the graph's, or the per-run ones from ``configurable``)."""
 
     def __post_init__(self) -> None:
         # A checkpointed Send comes back with lists (msgpack); keep the tuples.
@@ -112,7 +115,11 @@ class ChatExplorer:
                 c = await self._stream(task, config, seed)
             else:
                 c = await self.batcher.sample(
-                    task.messages, group=task.group, expected=task.width, seed=seed
+                    task.messages,
+                    group=task.group,
+                    expected=task.width,
+                    seed=seed,
+                    params=task.params,
                 )
         except ModelCallError as exc:
             return failed_trajectory(task, str(exc))
@@ -136,14 +143,19 @@ class ChatExplorer:
         """The final call over SSE, its deltas reported as LangChain token events."""
         client = self.batcher.client
         if not isinstance(client, StreamingChatClient):
-            return await self.batcher.sample(task.messages, group=task.group, expected=1, seed=seed)
+            return await self.batcher.sample(
+                task.messages, group=task.group, expected=1, seed=seed, params=task.params
+            )
         tokens = TokenStream(config, message_id=answer_message_id(task.run_id), model=client.model)
         await tokens.start(task.messages)
         completion = None
         try:
             async with self.batcher.limiter.hold(1):
                 completion = await client.stream(
-                    task.messages, params=self.batcher.params, seed=seed, on_delta=tokens.on_delta
+                    task.messages,
+                    params=task.params or self.batcher.params,
+                    seed=seed,
+                    on_delta=tokens.on_delta,
                 )
         except BaseException as exc:
             await tokens.end(None, exc)
@@ -154,9 +166,17 @@ class ChatExplorer:
 
 @dataclass(frozen=True, slots=True)
 class GraphExplorer:
-    """Runs a compiled LangGraph graph per trajectory: ``{"task"}`` in, ``{"trajectory"}`` out."""
+    """Runs a compiled LangGraph graph per trajectory: ``{"task"}`` in, ``{"trajectory"}`` out.
+
+    In a PaCoRe graph it becomes a real subgraph of the ``explore`` node: its
+    nodes show in ``get_graph(xray=True)``, its steps stream with
+    ``astream(subgraphs=True)`` and are checkpointed with the parent's.
+    ``release(task)``, if given, is awaited when the trajectory is done,
+    whatever happened (the tool explorer closes its workspace there).
+    """
 
     graph: Any
+    release: Callable[[ExploreTask], Awaitable[None]] | None = None
 
     def __post_init__(self) -> None:
         if not hasattr(self.graph, "ainvoke"):
@@ -167,11 +187,8 @@ class GraphExplorer:
         """The explorer graph's name (traces show ``invoke_agent {name}``)."""
         return str(getattr(self.graph, "name", None) or "explorer")
 
-    async def explore(self, task: ExploreTask, config: RunnableConfig) -> Trajectory:
-        try:
-            out = await self.graph.ainvoke({"task": task}, config)
-        except ModelCallError as exc:
-            return failed_trajectory(task, str(exc))
+    def trajectory_of(self, out: Any) -> Trajectory:
+        """The ``trajectory`` the explorer graph returned; TypeError if it returned none."""
         trajectory = out.get("trajectory") if isinstance(out, Mapping) else None
         if not isinstance(trajectory, Trajectory):
             raise TypeError(
@@ -179,3 +196,13 @@ class GraphExplorer:
                 f"got keys {sorted(out) if isinstance(out, Mapping) else type(out).__name__}"
             )
         return trajectory
+
+    async def explore(self, task: ExploreTask, config: RunnableConfig) -> Trajectory:
+        try:
+            out = await self.graph.ainvoke({"task": task}, config)
+        except ModelCallError as exc:
+            return failed_trajectory(task, str(exc))
+        finally:
+            if self.release is not None:
+                await self.release(task)
+        return self.trajectory_of(out)

@@ -36,11 +36,12 @@ from pacore_graph.checkpoint import with_pacore_types
 from pacore_graph.client import ChatClient
 from pacore_graph.compaction import Compactor, compactor_from_name
 from pacore_graph.config import PaCoReConfig
-from pacore_graph.explorer import ChatExplorer, Explorer
+from pacore_graph.explorer import ChatExplorer, Explorer, GraphExplorer
 from pacore_graph.limits import SequenceLimiter
 from pacore_graph.nodes import PaCoReNodes, normalize_conversation
 from pacore_graph.prompts import SYNTHESIS_TEMPLATE, render_synthesis
 from pacore_graph.records import PaCoReResult
+from pacore_graph.settings import MAX_RUN_ROUNDS
 from pacore_graph.state import PaCoReInput, PaCoReOutput, PaCoReState
 from pacore_graph.tracing import RunTracer, TraceOptions
 
@@ -84,8 +85,11 @@ def build_pacore_graph(
     it may be omitted when a custom ``explorer`` brings its own. ``config``
     gives K, sampling, retries and the concurrency limit, which is shared by
     every problem this graph runs at once (pass ``limiter`` to share one
-    across graphs). The graph's input is ``{"messages": [...],
-    "problem_id"?: str}``; its output adds ``answer`` and ``result``.
+    across graphs). A custom ``explorer`` is held to the same limit, one unit
+    per trajectory in flight, and receives the run's sampling settings with
+    each task (``ExploreTask.params`` and ``seed``). The graph's input is
+    ``{"messages": [...], "problem_id"?: str}``; its output adds ``answer``
+    and ``result``.
 
     ``aggregator`` replaces the final K=1 synthesis round with another way of
     choosing the answer from the last configured round (the baselines in
@@ -109,12 +113,13 @@ def build_pacore_graph(
     )
     compact_with = _resolve_compactor(compactor)
     _check_template(template)
+    limiter = limiter or SequenceLimiter(cfg.max_concurrency)
+    custom_limiter: SequenceLimiter | None = None
     if explorer is None:
         if client is None:
             raise ValueError("build_pacore_graph needs a client (or an explorer that brings one)")
         if not isinstance(client, ChatClient):
             raise TypeError(f"client must implement ChatClient.complete(...); got {client!r}")
-        limiter = limiter or SequenceLimiter(cfg.max_concurrency)
         # An n=K request returns its samples together: a quorum or deadline can
         # only cut stragglers when each explorer is its own request.
         per_explorer = cfg.round_quorum is not None or cfg.round_deadline is not None
@@ -126,6 +131,10 @@ def build_pacore_graph(
         raise TypeError(
             f"explorer must have an async explore(task, config) method; got {explorer!r}"
         )
+    elif not isinstance(explorer, ChatExplorer):
+        # A custom explorer gets the limits too: one unit per trajectory in flight
+        # (its sampling settings come with each task: ExploreTask.params and seed).
+        custom_limiter = limiter
     if aggregator is not None and not isinstance(aggregator, Aggregator):
         raise TypeError(f"aggregator must have aggregate(rounds); got {aggregator!r}")
     if isinstance(tracing, TraceOptions):
@@ -145,11 +154,15 @@ def build_pacore_graph(
         if isinstance(explorer, ChatExplorer)
         else str(getattr(explorer, "name", None) or type(explorer).__name__),
         name=name,
+        limiter=custom_limiter,
     )
     builder = StateGraph(PaCoReState, input_schema=PaCoReInput, output_schema=PaCoReOutput)
-    builder.add_node("prepare", nodes.prepare)
+    builder.add_node("prepare", nodes.prepare)  # fails before any span is opened
     builder.add_node("round", _guarded(nodes, nodes.round_node))
-    builder.add_node("explore", _guarded(nodes, nodes.explore))
+    if isinstance(explorer, GraphExplorer):
+        builder.add_node("explore", nodes.subgraph_explore(explorer))
+    else:
+        builder.add_node("explore", _guarded(nodes, nodes.explore))
     builder.add_node("compact", _guarded(nodes, nodes.compact))
     builder.add_node("finalize", _guarded(nodes, nodes.finalize))
     builder.add_edge(START, "prepare")
@@ -160,8 +173,9 @@ def build_pacore_graph(
     builder.add_edge("finalize", END)
     graph = builder.compile(name=name, checkpointer=with_pacore_types(checkpointer))
     # Three steps per round plus prepare/finalize; LangGraph's default limit (25)
-    # would stop a run of more than seven rounds.
-    return graph.with_config(recursion_limit=3 * len(nodes.schedule) + 10)
+    # would stop a run of more than seven rounds. Per-run rounds are capped.
+    rounds = max(len(nodes.schedule), MAX_RUN_ROUNDS + 1)
+    return graph.with_config(recursion_limit=3 * rounds + 10)
 
 
 def _guarded(nodes: PaCoReNodes, node: Callable[..., Awaitable[dict[str, Any]]]) -> Any:

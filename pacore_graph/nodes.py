@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
@@ -26,11 +26,12 @@ from langgraph.types import Send
 
 from pacore_graph.aggregation import Aggregator
 from pacore_graph.budget import TokenBudget
-from pacore_graph.compaction import Compactor
+from pacore_graph.compaction import Compactor, compactor_from_name
 from pacore_graph.config import PaCoReConfig
 from pacore_graph.consensus import EarlyStop
-from pacore_graph.errors import RoundFailedError
-from pacore_graph.explorer import Explorer, ExploreTask
+from pacore_graph.errors import ModelCallError, RoundFailedError
+from pacore_graph.explorer import Explorer, ExploreTask, GraphExplorer, failed_trajectory
+from pacore_graph.limits import SequenceLimiter
 from pacore_graph.prompts import (
     SYNTHESIS_TEMPLATE,
     last_user_index,
@@ -40,7 +41,8 @@ from pacore_graph.prompts import (
 from pacore_graph.quorum import DROPPED, RoundGate, RoundQuorum
 from pacore_graph.records import PaCoReResult, Trajectory
 from pacore_graph.seeds import explorer_seed
-from pacore_graph.state import PaCoReState
+from pacore_graph.settings import SettingsError, resolve_settings
+from pacore_graph.state import PaCoReState, RunShape
 from pacore_graph.streaming import (
     answer_message_id,
     explorer_finished,
@@ -89,19 +91,21 @@ class PaCoReNodes:
     model_name: str | None = None
     explorer_name: str | None = None
     name: str = "pacore"
+    limiter: SequenceLimiter | None = None
+    """Held (one unit per trajectory) around a custom explorer; None for the chat explorer,
+    whose batcher holds one unit per sample itself."""
     schedule: tuple[int, ...] = field(init=False)
-    compactor_name: str = field(init=False)
     quorum: RoundQuorum = field(init=False)
     early_stop: EarlyStop | None = field(init=False)
     budget: TokenBudget | None = field(init=False)
     # One gate per round in flight, keyed by (run id, round): in-process state
     # shared by that round's explorers, dropped when the round is compacted.
     _gates: dict[tuple[str, int], RoundGate] = field(init=False)
+    _compactors: dict[str, Compactor] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         cfg = self.config
-        self.schedule = cfg.schedule if self.aggregator is None else cfg.rounds
-        self.compactor_name = getattr(self.compactor, "name", type(self.compactor).__name__)
+        self.schedule = self._schedule(cfg)
         self.quorum = RoundQuorum(quorum=cfg.round_quorum, deadline=cfg.round_deadline)
         self.early_stop = (
             EarlyStop(cfg.early_stop_consensus) if cfg.early_stop_consensus is not None else None
@@ -111,12 +115,16 @@ class PaCoReNodes:
 
     # ------------------------------------------------------------------ nodes
 
-    async def prepare(self, state: PaCoReState) -> dict[str, Any]:
-        """Check the problem and open the run's record (and its trace span)."""
+    async def prepare(self, state: PaCoReState, config: RunnableConfig) -> dict[str, Any]:
+        """Check the problem and this run's settings; open the run's record (and its span)."""
         convo = normalize_conversation(state.get("messages") or [])
+        cfg, compactor = resolve_settings(self.config, config.get("configurable"))
+        if compactor is not None:
+            self._compactor(compactor)  # fails the run now, naming the field
         run_id = uuid.uuid4().hex
-        self.tracer.start_run(run_id, self.schedule, self.config.preset_name())
-        return {
+        schedule = self._schedule(cfg)
+        self.tracer.start_run(run_id, schedule, cfg.preset_name())
+        update: dict[str, Any] = {
             "run_id": run_id,
             "started": time.time(),
             "conversation": tuple(convo),
@@ -124,18 +132,26 @@ class PaCoReNodes:
             "rounds": (),
             "pending": None,
         }
+        if cfg is not self.config:
+            update["settings"] = RunShape(
+                schedule=schedule, sampling=cfg.sampling, preset=cfg.preset_name()
+            )
+        if compactor is not None:
+            update["compactor"] = compactor
+        return update
 
     def _width(self, state: PaCoReState) -> tuple[int, str | None]:
         """Round r's width: as planned, unless the token budget shrinks it."""
         r = state["round"]
-        planned = self.schedule[r]
+        schedule = self.run_schedule(state)
+        planned = schedule[r]
         if self.budget is None or r == 0:
             return planned, None
         rounds = state["rounds"]
         decision = self.budget.width(
             round_index=r,
             planned=planned,
-            final=self.aggregator is None and r == len(self.schedule) - 1,
+            final=self.aggregator is None and r == len(schedule) - 1,
             spent=sum(t.completion_tokens for rnd in rounds for t in rnd),
             trajectories_so_far=sum(len(rnd) for rnd in rounds),
         )
@@ -163,11 +179,14 @@ class PaCoReNodes:
     async def fan_out(self, state: PaCoReState) -> list[Send]:
         """One ``Send`` per explorer of the round, each with its index and seed."""
         r = state["round"]
-        width = state.get("width") or self.schedule[r]
+        shape = state.get("settings")
+        schedule = self.schedule if shape is None else shape.schedule
+        sampling = self.config.sampling if shape is None else shape.sampling
+        width = state.get("width") or schedule[r]
         prompt, refs = state["prompt"], state["prompt_refs"]
         run_id, problem_id = state["run_id"], state.get("problem_id")
-        base_seed = self.config.sampling.seed
-        final = self.aggregator is None and r == len(self.schedule) - 1
+        base_seed = sampling.seed
+        final = self.aggregator is None and r == len(schedule) - 1
         return [
             Send(
                 "explore",
@@ -181,6 +200,7 @@ class PaCoReNodes:
                     references=refs,
                     seed=explorer_seed(base_seed, r, i),
                     stream=final,
+                    params=sampling,
                 ),
             )
             for i in range(width)
@@ -193,9 +213,9 @@ class PaCoReNodes:
             task.run_id, task.index, task.references, task.messages, self.explorer_name
         ) as span:
             if gate is None:
-                trajectory = await self.explorer.explore(task, config)
+                trajectory = await self._explore_limited(task, config)
             else:
-                outcome = await gate.run(lambda: self.explorer.explore(task, config))
+                outcome = await gate.run(lambda: self._explore_limited(task, config))
                 if outcome is DROPPED:  # recorded by compact() as dropped, not failed
                     return {"pending": []}
                 trajectory = cast(Trajectory, outcome)
@@ -203,16 +223,72 @@ class PaCoReNodes:
         progress_writer()(explorer_finished(trajectory))
         return {"pending": [trajectory]}
 
+    async def _explore_limited(self, task: ExploreTask, config: RunnableConfig) -> Trajectory:
+        if self.limiter is None:
+            return await self.explorer.explore(task, config)
+        async with self.limiter.hold(1):
+            return await self.explorer.explore(task, config)
+
+    def subgraph_explore(self, explorer: GraphExplorer) -> Callable[..., Awaitable[Any]]:
+        """The ``explore`` node for an explorer graph: it runs as a real subgraph.
+
+        The node's function refers to the compiled graph directly, which is
+        how LangGraph finds a subgraph inside a node: it then shows in
+        ``get_graph(xray=True)``, streams with ``subgraphs=True`` and is
+        checkpointed in the parent's namespace.
+        """
+        subgraph = explorer.graph
+        limiter = self.limiter
+
+        async def run(graph: Any, task: ExploreTask, config: RunnableConfig) -> Trajectory:
+            try:
+                if limiter is None:
+                    out = await graph.ainvoke({"task": task}, config)
+                else:
+                    async with limiter.hold(1):
+                        out = await graph.ainvoke({"task": task}, config)
+                return explorer.trajectory_of(out)
+            except ModelCallError as exc:
+                return failed_trajectory(task, str(exc))
+            finally:
+                if explorer.release is not None:
+                    await explorer.release(task)
+
+        async def explore(task: ExploreTask, config: RunnableConfig) -> dict[str, Any]:
+            gate = self._gates.get((task.run_id, task.round)) if self._gates else None
+            try:
+                with self.tracer.explorer(
+                    task.run_id, task.index, task.references, task.messages, self.explorer_name
+                ) as span:
+                    # ``subgraph`` named here: LangGraph finds a node's subgraph
+                    # among the names its function uses.
+                    if gate is None:
+                        trajectory = await run(subgraph, task, config)
+                    else:
+                        outcome = await gate.run(lambda: run(subgraph, task, config))
+                        if outcome is DROPPED:
+                            return {"pending": []}
+                        trajectory = cast(Trajectory, outcome)
+                    span.record(trajectory)
+            except BaseException as exc:
+                self.fail_run(task, exc)
+                raise
+            progress_writer()(explorer_finished(trajectory))
+            return {"pending": [trajectory]}
+
+        return explore
+
     async def compact(self, state: PaCoReState, config: RunnableConfig) -> dict[str, Any]:
         """Fan-in: compact every trajectory and keep the round; fail if none succeeded."""
         r = state["round"]
         gate = self._gates.pop((state["run_id"], r), None)
         done = sorted(state.get("pending") or (), key=lambda t: t.index)
-        compacted = tuple(
-            t if t.failed else replace(t, message=self.compactor.compact(t)) for t in done
-        )
+        name = state.get("compactor")
+        compactor = self.compactor if name is None else self._compactor(name)
+        compacted = tuple(t if t.failed else replace(t, message=compactor.compact(t)) for t in done)
         note = self._round_note(state, r, compacted, gate)
-        self.tracer.compaction(state["run_id"], self.compactor_name, compacted)
+        compactor_name = getattr(compactor, "name", type(compactor).__name__)
+        self.tracer.compaction(state["run_id"], compactor_name, compacted)
         self.tracer.end_round(state["run_id"], compacted)
         progress_writer()(round_compacted(r, compacted))
         if not compacted or all(t.failed for t in compacted):
@@ -230,12 +306,13 @@ class PaCoReNodes:
         }
         if note is not None:
             update["control"] = (*(state.get("control") or ()), note)
-        last = len(self.schedule) - 1
+        schedule = self.run_schedule(state)
+        last = len(schedule) - 1
         if self.early_stop is not None and r < last:
             stop = self._early_stop(self.early_stop, state, r, compacted)
             if stop is not None:
                 update["stopped"] = stop
-                update["round"] = len(self.schedule)  # route() goes to finalize
+                update["round"] = len(schedule)  # route() goes to finalize
         return update
 
     def _round_note(
@@ -246,11 +323,12 @@ class PaCoReNodes:
         gate: RoundGate | None,
     ) -> dict[str, Any] | None:
         """What round control did to round r (None when it did nothing)."""
-        width = state.get("width") or self.schedule[r]
+        planned = self.run_schedule(state)[r]
+        width = state.get("width") or planned
         reason = state.get("width_reason")
-        if gate is None and reason is None and width == self.schedule[r]:
+        if gate is None and reason is None and width == planned:
             return None
-        note: dict[str, Any] = {"round": r, "planned": self.schedule[r], "width": width}
+        note: dict[str, Any] = {"round": r, "planned": planned, "width": width}
         if reason:
             note["width_reason"] = reason
         if gate is not None:
@@ -275,7 +353,7 @@ class PaCoReNodes:
         rounds = (*state["rounds"], compacted)
         count = sum(len(rnd) for rnd in rounds)
         per_sample = sum(t.completion_tokens for rnd in rounds for t in rnd) / max(count, 1)
-        skipped = list(self.schedule[r + 1 :])
+        skipped = list(self.run_schedule(state)[r + 1 :])
         return {
             "round": r,
             "threshold": early_stop.threshold,
@@ -289,12 +367,14 @@ class PaCoReNodes:
 
     async def route(self, state: PaCoReState) -> str:
         """Next round, or the answer."""
-        return "round" if state["round"] < len(self.schedule) else "finalize"
+        return "round" if state["round"] < len(self.run_schedule(state)) else "finalize"
 
     async def finalize(self, state: PaCoReState, config: RunnableConfig) -> dict[str, Any]:
         """The answer (the final round's message, or the aggregator's choice) and the record."""
         rounds = state["rounds"]
-        sampling = self.config.sampling.model_dump(mode="json")
+        shape = state.get("settings")
+        sampling_params = self.config.sampling if shape is None else shape.sampling
+        sampling = sampling_params.model_dump(mode="json")
         details: dict[str, Any] = {"run_id": state["run_id"], "sampling": sampling}
         final: Trajectory
         stopped = state.get("stopped")
@@ -317,11 +397,11 @@ class PaCoReNodes:
             answer=answer,
             reasoning=final.reasoning,
             rounds=rounds,
-            schedule=self.schedule,
+            schedule=self.run_schedule(state),
             problem_id=state.get("problem_id"),
             wall_s=time.time() - state["started"],
             model=self.model_name,
-            preset=self.config.preset_name(),
+            preset=self.config.preset_name() if shape is None else shape.preset,
             extra=details,
         )
         self.tracer.end_run(state["run_id"], result)
@@ -335,6 +415,24 @@ class PaCoReNodes:
         return {"answer": answer, "result": result, "messages": [reply]}
 
     # ---------------------------------------------------------------- helpers
+
+    def _schedule(self, cfg: PaCoReConfig) -> tuple[int, ...]:
+        return cfg.schedule if self.aggregator is None else cfg.rounds
+
+    def run_schedule(self, state: PaCoReState) -> tuple[int, ...]:
+        """This run's round widths: per-run settings, else the graph's."""
+        shape = state.get("settings")
+        return self.schedule if shape is None else shape.schedule
+
+    def _compactor(self, name: str) -> Compactor:
+        found = self._compactors.get(name)
+        if found is None:
+            try:
+                found = compactor_from_name(name)
+            except (ValueError, ImportError, AttributeError, TypeError) as exc:
+                raise SettingsError(f"configurable.compactor: {exc}") from None
+            self._compactors[name] = found
+        return found
 
     def fail_run(self, state: Any, exc: BaseException) -> None:
         """End the run's open spans with an error (a node raised)."""

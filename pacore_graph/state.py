@@ -7,17 +7,21 @@ node and get the answer appended to its conversation as an ``AIMessage``.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, TypedDict
+from dataclasses import dataclass
+from typing import Annotated, Any
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
+from typing_extensions import TypedDict
 
+from pacore_graph.config import SamplingParams
 from pacore_graph.records import PaCoReResult, Trajectory
 
 __all__ = [
     "PaCoReInput",
     "PaCoReOutput",
     "PaCoReState",
+    "RunShape",
     "collect_trajectories",
 ]
 
@@ -29,6 +33,19 @@ def collect_trajectories(
     if update is None:
         return []
     return [*(current or ()), *update]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunShape:
+    """A run's own shape when ``config["configurable"]`` changed it (see ``settings.py``)."""
+
+    schedule: tuple[int, ...]
+    sampling: SamplingParams
+    preset: str | None = None
+
+    def __post_init__(self) -> None:
+        if type(self.schedule) is not tuple:  # a checkpoint round trip gives a list
+            object.__setattr__(self, "schedule", tuple(self.schedule))
 
 
 class PaCoReInput(TypedDict, total=False):
@@ -66,3 +83,5 @@ class PaCoReState(TypedDict, total=False):
     width_reason: str | None
     control: tuple[dict[str, Any], ...]
     stopped: dict[str, Any] | None
+    settings: RunShape
+    compactor: str

@@ -161,9 +161,8 @@ def test_nodes_run_alone_outside_a_graph() -> None:
     )
 
     async def go() -> dict[str, Any]:
-        state: dict[str, Any] = await nodes.prepare(
-            {"messages": [{"role": "user", "content": "Q?"}]}
-        )
+        question: Any = {"messages": [{"role": "user", "content": "Q?"}]}
+        state: dict[str, Any] = await nodes.prepare(question, {})
         state.update(await nodes.round_node(state, {}))  # type: ignore[arg-type]
         sends = await nodes.fan_out(state)  # type: ignore[arg-type]
         assert [s.arg.index for s in sends] == [0, 1]

@@ -1,0 +1,101 @@
+"""Per-run settings from ``config["configurable"]``: one graph, many run shapes.
+
+A served graph (``langgraph dev``, LangGraph Platform) is built once, but its
+callers want to choose per request how hard to think::
+
+    await graph.ainvoke(state, {"configurable": {"preset": "high"}})
+    await graph.ainvoke(state, {"configurable": {"rounds": [3], "temperature": 0.6}})
+
+:class:`RunSettings` names the keys read (any other ``configurable`` key, such
+as ``thread_id``, is LangGraph's or the caller's and is ignored). They are
+validated like :class:`~pacore_graph.config.PaCoReConfig`: a bad value fails
+that run, before any model call, with a message naming the field. What is
+not given keeps the value the graph was built with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from pacore_graph.config import PRESETS, PaCoReConfig, PresetName
+
+__all__ = ["MAX_RUN_ROUNDS", "RunSettings", "SettingsError", "resolve_settings"]
+
+#: Rounds a per-run ``rounds`` may hold (the recursion limit is set for it).
+MAX_RUN_ROUNDS = 16
+
+
+class SettingsError(ValueError):
+    """A per-run setting in ``config["configurable"]`` is invalid."""
+
+
+class RunSettings(BaseModel):
+    """The ``configurable`` keys a PaCoRe graph reads per run (all optional)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    preset: PresetName | None = Field(None, description="low=[4], medium=[16], high=[32, 4]")
+    rounds: list[int] | None = Field(
+        None,
+        max_length=MAX_RUN_ROUNDS,
+        description="Round widths K, e.g. [8, 2]; a final K=1 round is added.",
+    )
+    compactor: str | None = Field(None, description="conclusion | answer | budget:N | module:attr")
+    temperature: float | None = Field(None, ge=0.0, le=2.0)
+    top_p: float | None = Field(None, gt=0.0, le=1.0)
+    max_tokens: int | None = Field(None, ge=1)
+    seed: int | None = None
+
+    @model_validator(mode="after")
+    def _one_shape(self) -> RunSettings:
+        if self.preset is not None and self.rounds is not None:
+            raise ValueError("give either preset or rounds, not both")
+        return self
+
+    def is_empty(self) -> bool:
+        return not self.model_fields_set
+
+
+_KEYS = frozenset(RunSettings.model_fields)
+
+
+def _message(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err.get("loc", ())) or "settings"
+        parts.append(f"configurable.{where}: {err.get('msg', 'invalid')}")
+    return "; ".join(parts)
+
+
+def resolve_settings(
+    base: PaCoReConfig, configurable: Mapping[str, Any] | None
+) -> tuple[PaCoReConfig, str | None]:
+    """The run's config (``base`` with the given settings applied) and compactor name.
+
+    Returns ``base`` itself when no setting is given (the common, cheap case).
+    Raises :class:`SettingsError` naming the field of a bad value.
+    """
+    given = {k: v for k, v in (configurable or {}).items() if k in _KEYS and v is not None}
+    if not given:
+        return base, None
+    try:
+        settings = RunSettings.model_validate(given)
+        updates: dict[str, Any] = {}
+        if settings.preset is not None:
+            updates["rounds"] = PRESETS[settings.preset]
+        if settings.rounds is not None:
+            updates["rounds"] = settings.rounds
+        sampling = {
+            k: getattr(settings, k)
+            for k in ("temperature", "top_p", "max_tokens", "seed")
+            if getattr(settings, k) is not None
+        }
+        if sampling:
+            updates["sampling"] = base.sampling.model_copy(update=sampling)
+        config = PaCoReConfig.model_validate({**base.model_dump(), **updates})
+    except ValidationError as exc:
+        raise SettingsError(_message(exc)) from None
+    return config, settings.compactor

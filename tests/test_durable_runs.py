@@ -1,0 +1,155 @@
+"""A dataset run killed with SIGKILL, then run again: no returned sample is redone.
+
+``pacore run --input D --output R`` runs in a subprocess against the scripted
+server (real HTTP); once 80 samples have come back it is killed with SIGKILL,
+then the same command runs to the end. Over both runs the server generates at
+most the samples needed plus those in flight at the kill (the
+``--max-concurrency`` bound), and the results file holds one line per
+problem. Checked with the default SQLite checkpoints and with a real
+PostgreSQL server started for the test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pg_support import running_postgres
+
+from pacore_graph.checkpoint import RUN_CHECKPOINT_SUFFIX
+from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+PROBLEMS = 20
+ROUNDS = (8, 2)
+CONCURRENCY = 16
+NEEDED = PROBLEMS * (sum(ROUNDS) + 1)
+KILL_AFTER = 80
+LATENCY = 0.4
+
+
+def by_input(req: ScriptedRequest) -> ScriptedReply:
+    return ScriptedReply(
+        content=f"answer {len(req.last_user) % 97} sample {req.sample_index}",
+        completion_tokens=5,
+    )
+
+
+@pytest.fixture
+def server() -> Iterator[ScriptedServer]:
+    with ScriptedServer(by_input, latency=LATENCY).run_in_thread() as srv:
+        yield srv
+
+
+def samples_returned(srv: ScriptedServer) -> int:
+    return sum(int(r.body.get("n", 1)) for r in list(srv.requests) if r.status == 200)
+
+
+def write_dataset(path: Path) -> None:
+    with path.open("w") as fh:
+        for i in range(PROBLEMS):
+            q = {"id": f"q{i}", "messages": [{"role": "user", "content": f"What is {i} + {i}?"}]}
+            fh.write(json.dumps(q) + "\n")
+
+
+def command(srv: ScriptedServer, data: Path, out: Path, checkpoint: str | None) -> list[str]:
+    argv = [
+        sys.executable,
+        "-m",
+        "pacore_graph.cli",
+        "run",
+        "--input",
+        str(data),
+        "--output",
+        str(out),
+        "--rounds",
+        ",".join(map(str, ROUNDS)),
+        "--max-concurrency",
+        str(CONCURRENCY),
+        "--base-url",
+        srv.base_url,
+        "--model",
+        "scripted",
+        "--no-progress",
+    ]
+    return argv + (["--checkpoint", checkpoint] if checkpoint else [])
+
+
+def kill_then_rerun(srv: ScriptedServer, tmp_path: Path, checkpoint: str | None) -> dict[str, int]:
+    data, out = tmp_path / "data.jsonl", tmp_path / "results.jsonl"
+    write_dataset(data)
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    argv = command(srv, data, out, checkpoint)
+    proc = subprocess.Popen(
+        argv, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    deadline = time.monotonic() + 120
+    while samples_returned(srv) < KILL_AFTER:
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(f"the first run ended early: {proc.communicate()[1][-2000:]!r}")
+        time.sleep(0.005)
+    # Kill between responses (half a latency later), not in the instant a response
+    # leaves the server: the client needs a few milliseconds to receive it and to
+    # checkpoint its trajectory (a result killed inside that window is redone).
+    time.sleep(LATENCY / 2)
+    at_kill = samples_returned(srv)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)
+    time.sleep(LATENCY * 2)  # requests in flight at the kill are answered (to no one)
+    in_flight = samples_returned(srv) - at_kill
+    finished_before = len(out.read_text().splitlines()) if out.exists() else 0
+    rerun = subprocess.run(argv, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    ids = [line["request_id"] for line in lines]
+    assert sorted(ids) == sorted(f"q{i}" for i in range(PROBLEMS))  # one line per problem
+    assert all(not line.get("error") for line in lines)
+    assert all([len(r) for r in line["rounds"]] == [*ROUNDS, 1] for line in lines)
+    total = samples_returned(srv)
+    return {
+        "at_kill": at_kill,
+        "in_flight": in_flight,
+        "finished_before": finished_before,
+        "total": total,
+    }
+
+
+def test_sigkill_then_rerun_with_sqlite_redoes_only_in_flight_samples(
+    server: ScriptedServer, tmp_path: Path
+) -> None:
+    figures = kill_then_rerun(server, tmp_path, None)
+    print(f"\nSQLite: {figures} needed={NEEDED} redone={figures['total'] - NEEDED}")
+    assert figures["finished_before"] < PROBLEMS  # the kill hit mid-run
+    assert NEEDED <= figures["total"] <= NEEDED + figures["in_flight"]
+    assert figures["in_flight"] <= CONCURRENCY
+    # The default store: SQLite beside the output, its threads deleted once written.
+    assert (tmp_path / ("results.jsonl" + RUN_CHECKPOINT_SUFFIX)).exists()
+
+
+def test_sigkill_then_rerun_with_postgres_redoes_only_in_flight_samples(
+    server: ScriptedServer, tmp_path: Path
+) -> None:
+    with running_postgres() as url:
+        figures = kill_then_rerun(server, tmp_path, url)
+    print(f"\nPostgreSQL: {figures} needed={NEEDED} redone={figures['total'] - NEEDED}")
+    assert figures["finished_before"] < PROBLEMS
+    assert NEEDED <= figures["total"] <= NEEDED + figures["in_flight"]
+    assert figures["in_flight"] <= CONCURRENCY
+    assert not (tmp_path / ("results.jsonl" + RUN_CHECKPOINT_SUFFIX)).exists()
+
+
+def test_without_checkpoints_a_kill_loses_the_unfinished_problems(
+    server: ScriptedServer, tmp_path: Path
+) -> None:
+    """The control: ``--checkpoint none`` redoes every unfinished problem from scratch."""
+    figures = kill_then_rerun(server, tmp_path, "none")
+    print(f"\nno checkpoints: {figures} needed={NEEDED} redone={figures['total'] - NEEDED}")
+    assert figures["total"] > NEEDED + CONCURRENCY

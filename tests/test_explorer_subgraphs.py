@@ -1,0 +1,160 @@
+"""Explorers as subgraphs: the tool loop is a LangGraph graph, visible, streamed, checkpointed.
+
+A tool-using explorer runs against the scripted server through LangChain's
+``ChatOpenAI`` (real HTTP): the model asks for ``add``, gets the result from
+LangGraph's ``ToolNode``, then answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+
+from pacore_graph import PaCoReConfig, build_pacore_graph
+from pacore_graph.explorer import ExploreTask
+from pacore_graph.graph import ainvoke_pacore
+from pacore_graph.models import aclose_chat_model, make_chat_model
+from pacore_graph.records import Trajectory
+from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer, ScriptedToolCall
+from pacore_graph.testing.fake_client import FakeChatClient
+from pacore_graph.tool_explorer import build_tool_explorer, static_tools
+
+SNAPSHOT = Path(__file__).parent / "snapshots" / "pacore_tool_explorer_xray.mmd"
+QUESTION = {"messages": [{"role": "user", "content": "2+3?"}]}
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+def respond(req: ScriptedRequest) -> ScriptedReply:
+    done = [m for m in req.messages if m.get("role") == "tool"]
+    if not done:
+        return ScriptedReply(content="", tool_calls=(ScriptedToolCall("add", {"a": 2, "b": 3}),))
+    return ScriptedReply(content=f"\\boxed{{{done[-1]['content']}}}")
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[ScriptedServer]:
+    async with ScriptedServer(respond, model="tm") as srv:
+        yield srv
+
+
+def tool_graph(srv: ScriptedServer, **kwargs: Any) -> tuple[Any, Any]:
+    chat = make_chat_model(srv.base_url, "tm")
+    explorer = build_tool_explorer(chat, static_tools([add]))
+    return build_pacore_graph(explorer=explorer, tracing=False, **kwargs), chat
+
+
+def test_explorer_subgraph_shows_in_xray_and_the_snapshot() -> None:
+    chat = make_chat_model("http://127.0.0.1:9/v1", "tm")
+    graph = build_pacore_graph(
+        explorer=build_tool_explorer(chat, static_tools([add])), config=PaCoReConfig(rounds=[2])
+    )
+    mermaid = graph.get_graph(xray=True).draw_mermaid()
+    for node in ("setup", "model", "tools", "finish"):
+        assert f"explore\\3a{node}({node})" in mermaid, mermaid  # "explore:node" escaped
+    if not SNAPSHOT.exists():  # first run writes it; review and commit the file
+        SNAPSHOT.write_text(mermaid)
+    assert mermaid == SNAPSHOT.read_text()
+    # Without xray the parent's topology is unchanged.
+    flat = graph.get_graph().draw_mermaid()
+    assert "setup" not in flat and "explore(explore" in flat
+
+
+async def test_tool_loop_steps_stream_with_subgraphs(server: ScriptedServer) -> None:
+    graph, chat = tool_graph(server, config=PaCoReConfig(rounds=[2]))
+    steps: list[tuple[str, str]] = []
+    async for namespace, update in graph.astream(QUESTION, stream_mode="updates", subgraphs=True):
+        if namespace:
+            steps.extend((namespace[0].split(":")[0], node) for node in update)
+    await aclose_chat_model(chat)
+    nodes = [node for _, node in steps]
+    # Three explorers (2 + the final 1), each: setup, model, tools, model, finish.
+    assert nodes.count("setup") == 3 and nodes.count("finish") == 3
+    assert nodes.count("model") == 6 and nodes.count("tools") == 3
+    assert {ns for ns, _ in steps} == {"explore"}
+
+
+async def test_tool_loop_is_checkpointed_and_uses_the_run_sampling(server: ScriptedServer) -> None:
+    saver = InMemorySaver()
+    config = PaCoReConfig(rounds=[2], sampling={"temperature": 0.4, "seed": 11})
+    graph, chat = tool_graph(server, config=config, checkpointer=saver)
+    thread: RunnableConfig = {"configurable": {"thread_id": "t1"}}
+    out = await graph.ainvoke(QUESTION, thread)
+    await aclose_chat_model(chat)
+    assert out["answer"] == "\\boxed{5}"
+    assert all(
+        len(t.tool_calls) == 1 and t.tool_calls[0].output == "5" for t in out["result"].trajectories
+    )
+    namespaces = {c.config["configurable"]["checkpoint_ns"] async for c in saver.alist(None)}
+    assert any(ns.startswith("explore:") for ns in namespaces)  # the subgraph's own checkpoints
+    bodies = [r.body for r in server.requests]
+    assert {b["temperature"] for b in bodies} == {0.4}
+    assert {b["seed"] for b in bodies} == {11, 12, 1011}  # explorer seeds, two calls each
+
+
+async def test_tool_loop_limits_and_errors() -> None:
+    def always_call(req: ScriptedRequest) -> ScriptedReply:
+        return ScriptedReply(
+            content="",
+            tool_calls=(ScriptedToolCall("missing", {}), ScriptedToolCall("add", {"a": 1, "b": 1})),
+        )
+
+    async with ScriptedServer(always_call, model="tm") as srv:
+        chat = make_chat_model(srv.base_url, "tm")
+        explorer = build_tool_explorer(chat, static_tools([add]), max_steps=2)
+        graph = build_pacore_graph(
+            explorer=explorer, config=PaCoReConfig(rounds=[1]), tracing=False
+        )
+        result = await ainvoke_pacore(graph, "Q?")
+        await aclose_chat_model(chat)
+    first = result.rounds[0][0]
+    assert first.truncated  # out of steps while still calling tools
+    assert len(first.tool_calls) == 4  # two steps, two calls each
+    assert [c.error is not None for c in first.tool_calls] == [True, False, True, False]
+    assert "missing" in (first.tool_calls[0].error or "")
+
+
+async def test_custom_explorer_gets_the_limiter_and_sampling() -> None:
+    in_flight = 0
+    peak = 0
+    seen: list[ExploreTask] = []
+
+    class Slow:
+        async def explore(self, task: ExploreTask, config: RunnableConfig) -> Trajectory:
+            nonlocal in_flight, peak
+            in_flight += 1
+            peak = max(peak, in_flight)
+            seen.append(task)
+            await asyncio.sleep(0.01)
+            in_flight -= 1
+            return Trajectory(round=task.round, index=task.index, content=f"a{task.index}")
+
+    config = PaCoReConfig(
+        rounds=[8], max_concurrency=3, sampling={"temperature": 0.2, "top_p": 0.5}
+    )
+    graph = build_pacore_graph(explorer=Slow(), config=config)
+    await ainvoke_pacore(graph, "Q?")
+    assert peak == 3
+    assert {(t.params.temperature, t.params.top_p) for t in seen if t.params} == {(0.2, 0.5)}
+    assert all(t.params is not None for t in seen)
+    # Per-run settings reach a custom explorer too.
+    seen.clear()
+    await graph.ainvoke(QUESTION, {"configurable": {"temperature": 0.9, "rounds": [2]}})
+    assert {t.params.temperature for t in seen if t.params} == {0.9}
+    assert len(seen) == 3
+
+
+def test_plain_chat_explorer_stays_a_plain_node() -> None:
+    graph = build_pacore_graph(FakeChatClient(), config=PaCoReConfig(rounds=[2]))
+    assert list(graph.get_subgraphs()) == []

@@ -1,0 +1,142 @@
+"""``langgraph dev`` serves langgraph.json's PaCoRe graph; a client calls it over HTTP.
+
+The LangGraph CLI's in-memory server runs as a subprocess on loopback,
+pointed (through ``PACORE_*`` variables) at the scripted model server. A run
+with ``config={"configurable": {"rounds": [3]}}`` must reach the upstream as
+3 samples then 1, the assistant must publish input and output schemas (the
+form LangGraph Studio draws), and the server log must not warn about
+unregistered checkpoint types.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pacore_graph.testing import ScriptedServer
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+LANGGRAPH = Path(sys.executable).with_name("langgraph")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _call(url: str, body: Any = None, timeout: float = 60) -> Any:
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(
+        url,
+        data=data,
+        headers={"Content-Type": "application/json"},
+        method="POST" if data else "GET",
+    )
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        return json.loads(resp.read())
+
+
+@pytest.fixture
+def upstream() -> Iterator[ScriptedServer]:
+    with ScriptedServer(model="served").run_in_thread() as srv:
+        yield srv
+
+
+@pytest.fixture
+def dev_server(upstream: ScriptedServer, tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    if not LANGGRAPH.exists() and shutil.which("langgraph") is None:
+        pytest.fail("langgraph-cli[inmem] is not installed (it is in the dev extra)")
+    port = _free_port()
+    log = tmp_path / "langgraph-dev.log"
+    env = {
+        **os.environ,
+        "PACORE_BASE_URL": upstream.base_url,
+        "PACORE_MODEL": "served",
+        "LANGSMITH_TRACING": "false",
+        "LANGGRAPH_CLI_NO_ANALYTICS": "1",
+    }
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [
+                str(LANGGRAPH if LANGGRAPH.exists() else "langgraph"),
+                "dev",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--no-browser",
+                "--no-reload",
+                "--config",
+                str(REPO_ROOT / "langgraph.json"),
+            ],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                _call(f"{base}/ok", timeout=2)
+                break
+            except (urllib.error.URLError, ConnectionError, OSError):
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError(
+                        f"langgraph dev did not start:\n{log.read_text()[-3000:]}"
+                    ) from None
+                time.sleep(0.5)
+        yield base, log
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+
+
+def test_served_graph_takes_rounds_per_request_and_publishes_schemas(
+    dev_server: tuple[str, Path], upstream: ScriptedServer
+) -> None:
+    base, log = dev_server
+    (assistant,) = _call(f"{base}/assistants/search", {"graph_id": "pacore"})
+    schemas = _call(f"{base}/assistants/{assistant['assistant_id']}/schemas")
+    assert schemas["input_schema"] is not None
+    assert "messages" in schemas["input_schema"]["properties"]
+    assert schemas["output_schema"] is not None
+    assert {"answer", "result"} <= set(schemas["output_schema"]["properties"])
+
+    thread = _call(f"{base}/threads", {})
+    out = _call(
+        f"{base}/threads/{thread['thread_id']}/runs/wait",
+        {
+            "assistant_id": "pacore",
+            "input": {"messages": [{"role": "user", "content": "What is 2 + 2?"}]},
+            "config": {"configurable": {"rounds": [3]}},
+        },
+        timeout=120,
+    )
+    assert out["answer"]
+    samples = [int(r.body.get("n", 1)) for r in upstream.requests]
+    assert samples == [3, 1]
+    # Read the thread's checkpointed state back (it holds PaCoRe's records).
+    state = _call(f"{base}/threads/{thread['thread_id']}/state")
+    assert state["values"]["answer"] == out["answer"]
+    assert "unregistered type" not in log.read_text()
