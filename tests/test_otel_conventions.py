@@ -179,10 +179,11 @@ async def test_chat_spans_over_real_http_name_server_provider_seed_and_response_
         assert attrs["gen_ai.provider.name"] == OPENAI_COMPATIBLE  # a local server is not OpenAI
         assert attrs["gen_ai.request.model"] == "alias-model"
         assert attrs["gen_ai.response.model"] == SNAPSHOT
-    # Each span carries the seed its request was sent with: round 0 is one
-    # batched request (n=2, seed 40), the synthesis round another (seed 40 + 1000).
+    # Each span carries its sample's seed (pacore_graph.seeds): explorer i of
+    # round r draws with 40 + 1000 * r + i. Round 0 is one batched request
+    # (n=2), which carries the seed of its first sample.
     assert sorted(body["seed"] for body in seen) == [40, 1040]
-    assert sorted(int((s.attributes or {})["gen_ai.request.seed"]) for s in spans) == [40, 40, 1040]
+    assert sorted(int((s.attributes or {})["gen_ai.request.seed"]) for s in spans) == [40, 41, 1040]
     assert {s.instrumentation_scope.name for s in exporter.get_finished_spans()} == {
         INSTRUMENTATION_NAME
     }

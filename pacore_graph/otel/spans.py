@@ -24,7 +24,8 @@ the reference's position (1-based, as in the prompt) as a link attribute.
 run as one session. A chat span also says where the call went
 (``server.address``/``server.port``), who serves the model
 (``gen_ai.provider.name``, see :func:`~pacore_graph.otel.conventions.provider_name`),
-the seed sent (``gen_ai.request.seed``) and the model that answered
+the sample's seed (``gen_ai.request.seed``, see :mod:`pacore_graph.seeds`)
+and the model that answered
 (``gen_ai.response.model``); the explorer reports the request and the response
 with :func:`record_chat_request` and :func:`record_chat_response`. Prompt and
 completion text are recorded only when asked (``capture_content=True`` or
@@ -150,7 +151,8 @@ def record_chat_request(client: Any, *, seed: int | None = None) -> None:
     Called by an explorer just before it sends the request, with the client
     it sends it through (its ``base_url`` gives ``server.address`` and
     ``server.port``, and its optional ``provider_name`` names the server)
-    and the seed actually sent. A client spreading calls over several
+    and this sample's seed (a batched request carries its first sample's).
+    A client spreading calls over several
     replicas (``base_urls``) gets a provider when they all agree, and no
     server address, since the span cannot know which replica answered.
     Does nothing outside a recorded explorer span.
