@@ -1106,6 +1106,7 @@ def _model(args: argparse.Namespace) -> int:
 def _data(args: argparse.Namespace) -> int:
     from pacore_graph.eval.datasets import generate_dataset
 
+    _writable_file(args.out, "--out")
     try:
         count = generate_dataset(args.kind, args.n, args.seed, args.out)
     except ValueError as exc:

@@ -74,6 +74,11 @@ class ChatClient(Protocol):
 
     Raises :class:`~pacore_graph.errors.ModelCallError` when the call fails for
     good; returns exactly ``n`` completions otherwise.
+
+    A client may also offer ``complete_each`` (same arguments, one
+    ``Completion`` or ``ModelCallError`` per sample, never raising for a
+    failed sample): the batcher then fails only the explorers whose samples
+    failed, not all K of the request. Both shipped clients do.
     """
 
     model: str

@@ -321,6 +321,11 @@ def test_export_episodes_out_file_name_writes_a_file(
     assert "--format is parquet" in one_line_error(capsys)
 
 
+def test_pacore_data_out_that_is_a_directory_is_refused(tmp_path: Path, capsys: Any) -> None:
+    assert main(["data", "easy-arithmetic", "--n", "3", "--out", str(tmp_path)]) == EXIT_USAGE
+    assert "is a directory" in one_line_error(capsys)
+
+
 def test_pacore_data_streams_with_bounded_memory(tmp_path: Path) -> None:
     """The generator writes as it goes: peak memory must not grow with --n."""
 

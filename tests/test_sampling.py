@@ -231,3 +231,17 @@ async def test_an_overloaded_server_is_not_asked_again_in_smaller_requests() -> 
         outcomes = await client.complete_each(user("Q"), n=4, params=PARAMS)
     assert all(isinstance(o, ModelCallError) and o.status == 503 for o in outcomes)
     assert srv.request_count == 1
+
+
+async def test_a_stream_without_content_is_a_failure_with_its_cause() -> None:
+    params = SamplingParams(max_tokens=4)
+
+    def thinks_too_long(req: ScriptedRequest) -> ScriptedReply:
+        return ScriptedReply(content="late", reasoning="one two three four five six seven")
+
+    async def ignore(kind: str, text: str) -> None:
+        return None
+
+    async with ScriptedServer(thinks_too_long) as srv, direct(srv.base_url) as client:
+        with pytest.raises(ModelCallError, match="no content"):
+            await client.stream(user("Q"), params=params, on_delta=ignore)

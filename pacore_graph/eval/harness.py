@@ -43,7 +43,7 @@ from pacore_graph.fanout import Job, run_jobs
 from pacore_graph.jsonl import iter_objects, open_append
 from pacore_graph.limits import SequenceLimiter
 from pacore_graph.records import PaCoReResult
-from pacore_graph.results_file import compact_results
+from pacore_graph.results_file import ResultLine, compact_results, read_results
 from pacore_graph.runner import DatasetRecord
 from pacore_graph.tracing import TraceOptions
 
@@ -72,10 +72,12 @@ def _key(method: str, problem_id: str, sample: int) -> tuple[str, str, int]:
 
 def completed_runs(path: Path) -> set[tuple[str, str, int]]:
     """(method, problem, sample) keys that already have a successful line."""
+    if not Path(path).exists():
+        return set()
     return {
-        _key(line["method"], str(line["problem_id"]), int(line["sample"]))
-        for line in iter_objects(path)
-        if not line.get("error")
+        _key(str(line.method), line.problem_id, line.sample)
+        for line in read_results(path)
+        if isinstance(line, ResultLine) and line.is_eval and line.ok
     }
 
 
