@@ -1119,10 +1119,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        if args.command == "run":
-            return asyncio.run(_run(args))
-        if args.command == "eval":
-            return asyncio.run(_eval(args))
+        if args.command in ("run", "eval"):
+            from pacore_graph.gc_tuning import fan_out_gc
+
+            with fan_out_gc():  # thousands of explorer tasks: collect less often
+                return asyncio.run(_run(args) if args.command == "run" else _eval(args))
         if args.command == "data":
             return _data(args)
         if args.command == "serve":
