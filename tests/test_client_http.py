@@ -8,6 +8,7 @@ never on call order.
 
 from __future__ import annotations
 
+import json
 import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -463,3 +464,50 @@ async def test_completion_records_model_and_latency() -> None:
         out: list[Completion] = await client.complete(user("t"), n=2, params=PARAMS)
         assert all(c.model == "scripted" for c in out)
         assert all(c.latency_s >= 0.015 for c in out)  # the server slept 0.02 s
+
+
+# --------------------------------------------------------------------------- streams without usage
+
+
+@asynccontextmanager
+async def usageless_stream_server(deltas: list[str]) -> AsyncIterator[str]:
+    """llama.cpp's Python server: streams SSE deltas and ignores ``include_usage``."""
+
+    async def chat(request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        assert body["stream"] is True
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        for i, text in enumerate(deltas):
+            finish = "stop" if i == len(deltas) - 1 else None
+            chunk = {"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": finish}]}
+            await resp.write(f"data: {json.dumps(chunk)}\n\n".encode())
+        await resp.write(b"data: [DONE]\n\n")
+        return resp
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", chat)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        yield f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
+    finally:
+        await runner.cleanup()
+
+
+async def test_a_stream_without_usage_counts_its_deltas_as_an_estimate() -> None:
+    deltas = ["The", " answer", " is", " 5"]
+    seen: list[str] = []
+
+    async def on_delta(kind: str, text: str) -> None:
+        seen.append(text)
+
+    async with usageless_stream_server(deltas) as url, direct(url) as client:
+        out = await client.stream(user("Q"), params=PARAMS, on_delta=on_delta)
+    assert out.content == "The answer is 5"
+    assert seen == deltas
+    # Not a free final round: one token per streamed delta, flagged as estimated.
+    assert out.completion_tokens == len(deltas)
+    assert out.tokens_estimated is True
