@@ -634,7 +634,13 @@ sys.modules["sbx"] = m
 spec.loader.exec_module(m)
 sb = m.LocalSandbox(m.SandboxLimits(max_processes=8, wall_time_s=5))
 r = sb.execute(m.ExecRequest(code=CODE))
-print(json.dumps(dict(iso=r.isolation.complete, net=r.network_isolated, out=r.stdout)))
+import pathlib, tempfile
+ws = pathlib.Path(tempfile.mkdtemp())
+(ws / "given.txt").write_text("in")
+code = "cat given.txt; echo out > made.txt"
+w = sb.execute(m.ExecRequest(code=code, language="bash", workdir=ws))
+print(json.dumps(dict(iso=r.isolation.complete, net=r.network_isolated, out=r.stdout,
+                      ws=[w.stdout, w.isolation.workspace_limited, (ws / "made.txt").read_text()])))
 """.replace("CODE", repr(_AS_USER_CODE))
 
 
@@ -677,6 +683,7 @@ def _run_as_ordinary_user(python: str, here: Path) -> None:
     assert report["iso"] and report["net"], report
     forked, errno_line = report["out"].split()
     assert int(forked) < 8 and errno_line == "30"  # NPROC held; EROFS outside the workspace
+    assert report["ws"] == ["in", True, "out\n"]  # the tmpfs workspace works without root too
 
 
 def test_isolation_report_type() -> None:
