@@ -9,6 +9,11 @@ OpenAI-compatible server:
   ``PACORE_ROUNDS`` (e.g. ``8,2``)
 - ``PACORE_MAX_CONCURRENCY`` (default 64), ``PACORE_MAX_TOKENS`` (default unset)
 - ``PACORE_API_KEY`` / ``OPENAI_API_KEY``
+
+Each request may change the run's shape through ``config.configurable``:
+``preset``, ``rounds``, ``compactor``, ``temperature``, ``top_p``,
+``max_tokens``, ``seed`` (see :mod:`pacore_graph.settings`); the assistant
+publishes the graph's input and output schemas.
 """
 
 from __future__ import annotations

@@ -153,3 +153,74 @@ def test_without_checkpoints_a_kill_loses_the_unfinished_problems(
     figures = kill_then_rerun(server, tmp_path, "none")
     print(f"\nno checkpoints: {figures} needed={NEEDED} redone={figures['total'] - NEEDED}")
     assert figures["total"] > NEEDED + CONCURRENCY
+
+
+# --------------------------------------------------------------------------- --checkpoint
+
+
+def _eval_args(srv: ScriptedServer, data: Path, out: Path) -> list[str]:
+    return [
+        "eval",
+        "--dataset",
+        str(data),
+        "--out",
+        str(out),
+        "--methods",
+        "single",
+        "--base-url",
+        srv.base_url,
+        "--model",
+        "scripted",
+        "--no-progress",
+    ]
+
+
+def test_checkpoint_flag_on_eval_and_run(
+    server: ScriptedServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pacore_graph.checkpoint import EVAL_CHECKPOINT_FILE
+    from pacore_graph.cli import main
+
+    data = tmp_path / "gt.jsonl"
+    data.write_text(
+        json.dumps(
+            {
+                "id": "g1",
+                "messages": [{"role": "user", "content": "1+1?"}],
+                "ground_truth": {"answer": "2"},
+            }
+        )
+        + "\n"
+    )
+    # Default: SQLite in the output directory, under its documented name.
+    assert main(_eval_args(server, data, tmp_path / "ev1")) == 0
+    assert (tmp_path / "ev1" / EVAL_CHECKPOINT_FILE).exists()
+    # none: no checkpoint file at all.
+    assert main([*_eval_args(server, data, tmp_path / "ev2"), "--checkpoint", "none"]) == 0
+    assert not (tmp_path / "ev2" / EVAL_CHECKPOINT_FILE).exists()
+    # An explicit SQLite file for run --input.
+    target = tmp_path / "elsewhere.sqlite"
+    out = tmp_path / "r.jsonl"
+    argv = [
+        "run",
+        "--input",
+        str(data),
+        "--output",
+        str(out),
+        "--rounds",
+        "2",
+        "--base-url",
+        server.base_url,
+        "--model",
+        "scripted",
+        "--no-progress",
+    ]
+    assert main([*argv, "--checkpoint", f"sqlite:///{target}"]) == 0
+    assert target.exists() and not (tmp_path / ("r.jsonl" + RUN_CHECKPOINT_SUFFIX)).exists()
+    capsys.readouterr()
+    # A store it cannot use: one line, exit 2, nothing sent.
+    before = server.request_count
+    code = main([*argv[:4], str(tmp_path / "r2.jsonl"), *argv[5:], "--checkpoint", "redis://x"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and "--checkpoint" in err
+    assert server.request_count == before
