@@ -312,6 +312,7 @@ def test_a_later_event_loop_health_checks_again() -> None:
 
         async def call() -> None:
             await client.complete(user("q"), params=PARAMS)
+            await client.aclose()  # this loop's sessions and probe end here
 
         asyncio.run(call())
         assert not client.stats()[0].healthy
@@ -360,3 +361,18 @@ async def test_stream_without_server_usage_counts_its_deltas() -> None:
     assert out.content == "Four plus one."
     assert out.completion_tokens == 4 and out.tokens_estimated
     assert out.finish_reason == "stop"
+
+
+async def test_complete_each_fails_a_whole_request_over_to_another_replica() -> None:
+    from pacore_graph.records import Completion
+
+    dead = f"http://127.0.0.1:{closed_port()}/v1"
+    async with ScriptedServer() as live:
+        client = MultiEndpointClient([dead, live.base_url], "scripted", retry=FAST)
+        try:
+            outcomes = await client.complete_each(user("q"), n=3, params=PARAMS, seed=4)
+        finally:
+            await client.aclose()
+    assert len(outcomes) == 3 and all(isinstance(o, Completion) for o in outcomes)
+    assert served(live) == 3
+    assert client.stats()[0].failures == 1
