@@ -442,22 +442,20 @@ class OpenAICompatClient:
             if reasoning:
                 why += f", {sum(map(len, reasoning))} characters of reasoning and no answer"
             raise ModelCallError(f"server returned no content (streamed none, {why})")
-        completion_tokens = int(usage.get("completion_tokens") or 0)
-        # Servers that ignore ``stream_options.include_usage`` (llama.cpp's
-        # Python server) stream one token per delta: count the deltas rather
-        # than report a free final round, and say the count is an estimate.
-        estimated = not completion_tokens
-        if estimated:
-            completion_tokens = len(content) + len(reasoning)
+        # Servers that ignore stream_options (llama.cpp) send no usage: count the
+        # deltas instead (one token per event there), marked as an estimate.
+        counted = "completion_tokens" in usage
         return Completion(
             content="".join(content),
             reasoning="".join(reasoning) if reasoning else None,
             finish_reason=finish,
             prompt_tokens=int(usage.get("prompt_tokens") or 0),
-            completion_tokens=completion_tokens,
+            completion_tokens=(
+                int(usage["completion_tokens"] or 0) if counted else len(content) + len(reasoning)
+            ),
             latency_s=time.perf_counter() - started,
+            tokens_estimated=not counted,
             model=self.model,
-            tokens_estimated=estimated,
         )
 
     async def _post_with_retry(

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import re
 import time
 import weakref
 from collections.abc import Mapping, Sequence
@@ -42,6 +43,7 @@ from pacore_graph.client import DeltaCallback, OpenAICompatClient, resolve_api_k
 from pacore_graph.config import RetryPolicy, SamplingParams
 from pacore_graph.errors import ModelCallError
 from pacore_graph.records import Completion
+from pacore_graph.sampling import SampleOutcome, first_failure
 
 __all__ = ["MultiEndpointClient", "ReplicaStats", "chat_client_for"]
 
@@ -93,6 +95,9 @@ class _Replica:
             failures=self.failures,
             ejections=self.ejections,
         )
+
+
+_GAVE_UP = re.compile(r" \(gave up after \d+ attempts?\)$")
 
 
 def _ejects(exc: ModelCallError) -> bool:
@@ -243,6 +248,22 @@ class MultiEndpointClient:
         params: SamplingParams,
         seed: int | None = None,
     ) -> list[Completion]:
+        return first_failure(await self.complete_each(messages, n=n, params=params, seed=seed))
+
+    async def complete_each(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        n: int = 1,
+        params: SamplingParams,
+        seed: int | None = None,
+    ) -> list[SampleOutcome]:
+        """One outcome per sample, like :meth:`OpenAICompatClient.complete_each`.
+
+        A request whose samples all failed with a retryable error goes to
+        another replica; samples that failed alone (a choice without content)
+        stay failed, as on one server.
+        """
         if n < 1:
             raise ValueError(f"n must be >= 1, got {n}")
         policy = self.retry
@@ -258,24 +279,31 @@ class MultiEndpointClient:
             replica.outstanding += n
             replica.requests += 1
             try:
-                out = await replica.client.complete(messages, n=n, params=params, seed=seed)
-            except ModelCallError as exc:
-                replica.failures += 1
-                exc.attempts = attempt
-                if _ejects(exc):
-                    self._eject(replica)
-                if not exc.retryable or attempt == policy.max_attempts:
-                    if exc.retryable:
-                        exc.args = (
-                            f"{exc.args[0]} (gave up after {attempt} attempts "
-                            f"over {len(self._replicas)} replicas)",
-                        )
-                    raise
-                continue
+                outcomes = await replica.client.complete_each(
+                    messages, n=n, params=params, seed=seed
+                )
             finally:
                 replica.outstanding -= n
-            replica.samples += len(out)
-            return out
+            failures = [o for o in outcomes if isinstance(o, ModelCallError)]
+            replica.samples += len(outcomes) - len(failures)
+            if not failures:
+                return outcomes
+            replica.failures += 1
+            if any(_ejects(f) for f in failures):
+                self._eject(replica)
+            whole = len(failures) == len(outcomes)
+            if whole and failures[0].retryable and attempt < policy.max_attempts:
+                continue
+            if whole and failures[0].retryable:
+                for exc in {id(f): f for f in failures}.values():
+                    exc.attempts = attempt
+                    # The replica's own "gave up after 1 attempts" says less than this.
+                    text = _GAVE_UP.sub("", str(exc.args[0]))
+                    exc.args = (
+                        f"{text} (gave up after {attempt} attempts "
+                        f"over {len(self._replicas)} replicas)",
+                    )
+            return outcomes
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def stream(

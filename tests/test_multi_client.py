@@ -7,6 +7,7 @@ which replica answered is read from each server's request log.
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 from typing import Any
 
@@ -311,6 +312,7 @@ def test_a_later_event_loop_health_checks_again() -> None:
 
         async def call() -> None:
             await client.complete(user("q"), params=PARAMS)
+            await client.aclose()  # this loop's sessions and probe end here
 
         asyncio.run(call())
         assert not client.stats()[0].healthy
@@ -323,3 +325,54 @@ def test_a_later_event_loop_health_checks_again() -> None:
 
             asyncio.run(call_then_wait())
         assert client.stats()[0].healthy
+
+
+async def test_stream_without_server_usage_counts_its_deltas() -> None:
+    """A server that ignores stream_options (llama.cpp) still yields a token count."""
+    from aiohttp import web
+
+    async def chat(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        for piece in ("Four", " plus", " one", "."):
+            event = {"choices": [{"index": 0, "delta": {"content": piece}}]}
+            await resp.write(f"data: {json.dumps(event)}\n\n".encode())
+        done = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+        await resp.write(f"data: {json.dumps(done)}\n\ndata: [DONE]\n\n".encode())
+        return resp
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", chat)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    client = MultiEndpointClient([f"http://127.0.0.1:{port}/v1"], "m", retry=FAST)
+
+    async def ignore(kind: str, text: str) -> None:
+        return None
+
+    try:
+        out = await client.stream(user("q"), params=PARAMS, on_delta=ignore)
+    finally:
+        await client.aclose()
+        await runner.cleanup()
+    assert out.content == "Four plus one."
+    assert out.completion_tokens == 4 and out.tokens_estimated
+    assert out.finish_reason == "stop"
+
+
+async def test_complete_each_fails_a_whole_request_over_to_another_replica() -> None:
+    from pacore_graph.records import Completion
+
+    dead = f"http://127.0.0.1:{closed_port()}/v1"
+    async with ScriptedServer() as live:
+        client = MultiEndpointClient([dead, live.base_url], "scripted", retry=FAST)
+        try:
+            outcomes = await client.complete_each(user("q"), n=3, params=PARAMS, seed=4)
+        finally:
+            await client.aclose()
+    assert len(outcomes) == 3 and all(isinstance(o, Completion) for o in outcomes)
+    assert served(live) == 3
+    assert client.stats()[0].failures == 1
