@@ -97,8 +97,9 @@ def train(episodes: Path, model_dir: Path, out: Path, args: argparse.Namespace) 
         "--learning-rate", str(args.learning_rate),
         "--output-dir", str(out),
         "--cpu",
-        "--gradient-checkpointing",
     ]  # fmt: skip
+    if args.gradient_checkpointing:
+        command.append("--gradient-checkpointing")
     code = (
         "import sys, torch; torch.set_num_threads(2); from pacore_graph.cli import main; "
         "sys.exit(main(sys.argv[1:]))"
@@ -135,6 +136,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--train-problems", type=int, default=8)
     parser.add_argument("--max-tokens", type=int, default=48)
     parser.add_argument("--learning-rate", type=float, default=1e-5)
+    parser.add_argument(
+        "--gradient-checkpointing",
+        action="store_true",
+        help="less memory; but it turns off the KV cache while the trainer generates, "
+        "which makes rollouts quadratic in length (minutes per step on a CPU)",
+    )
     args = parser.parse_args(argv)
     work = args.work
     work.mkdir(parents=True, exist_ok=True)
