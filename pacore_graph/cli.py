@@ -501,7 +501,7 @@ def _resolve_settings(args: argparse.Namespace) -> None:
     if not fields:
         return
     try:
-        settings = load_settings({name: getattr(args, name) for name in fields})
+        settings = load_settings({name: getattr(args, name) for name in fields}, only=fields)
     except ValidationError as exc:
         raise UsageError(format_settings_error(exc)) from None
     for name in fields:

@@ -19,7 +19,7 @@ the environment.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Annotated, Any, Literal
@@ -194,16 +194,26 @@ def _environ(env: Mapping[str, str] | None) -> Iterator[None]:
 
 
 def load_settings(
-    flags: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None
+    flags: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+    *,
+    only: Iterable[str] | None = None,
 ) -> PaCoReSettings:
     """Resolve the settings: ``flags`` (``None`` values: not given) > ``env`` > defaults.
 
     ``env`` defaults to ``os.environ``. A preset or rounds given as a flag
     hides the other one's variable: ``--preset high`` wins over
-    ``PACORE_ROUNDS``. Raises ``pydantic.ValidationError`` on a bad value
+    ``PACORE_ROUNDS``. With ``only``, the other fields keep their defaults
+    whatever the environment says (a command reads only the variables of the
+    options it lists). Raises ``pydantic.ValidationError`` on a bad value
     (:func:`format_settings_error` makes it one line).
     """
     given = {k: v for k, v in (flags or {}).items() if v is not None}
+    if only is not None:
+        kept = set(only)
+        for name, field in PaCoReSettings.model_fields.items():
+            if name not in kept:
+                given[name] = field.default
     if "preset" in given or "rounds" in given:
         given.setdefault("preset", None)
         given.setdefault("rounds", None)

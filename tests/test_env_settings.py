@@ -85,6 +85,29 @@ def test_a_bad_variable_is_one_line_naming_it() -> None:
     assert "PACORE_TEMPERATURE" in line and "PACORE_CLIENT" in line
 
 
+def test_only_the_listed_options_read_their_variables() -> None:
+    env = {"PACORE_PRESET": "high", "PACORE_TEMPERATURE": "0.5", "PACORE_MODEL": "m"}
+    settings = load_settings({}, env=env, only=["temperature"])
+    assert settings.temperature == 0.5
+    assert settings.preset is None and settings.model is None
+    # a bad variable of an option the command does not list does not stop it
+    assert load_settings({}, env={"PACORE_PRESET": "bogus"}, only=["model"]).preset is None
+
+
+def test_serve_reads_the_sampling_variables_but_not_the_others(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pacore_graph.cli import _resolve_settings
+
+    monkeypatch.setenv("PACORE_TEMPERATURE", "0.25")
+    monkeypatch.setenv("PACORE_MODEL", "not-serves-model")
+    monkeypatch.setenv("PACORE_PRESET", "bogus")
+    args = build_parser().parse_args(["serve", "--upstream", "http://h:1/v1", "--model", "up"])
+    _resolve_settings(args)
+    assert args.temperature == 0.25 and args.model == "up"
+    assert args.compactor == "conclusion"
+
+
 def test_unrelated_pacore_variables_are_ignored() -> None:
     settings = load_settings({}, env={"PACORE_REQUIRE_POSTGRES": "1", "PACORE_EMBEDDED_LOG": "x"})
     assert settings == PaCoReSettings.model_validate({})
