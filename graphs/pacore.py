@@ -1,13 +1,18 @@
 """The PaCoRe graph configured from environment variables, for serving.
 
 ``langgraph.json`` points here, so ``langgraph dev`` serves PaCoRe against any
-OpenAI-compatible server:
+OpenAI-compatible server. The variables are the ``pacore`` command's own
+(:class:`pacore_graph.env_settings.PaCoReSettings`, read the same way), with
+defaults suited to a server:
 
-- ``PACORE_BASE_URL`` (default ``http://localhost:8000/v1``, vLLM's default)
+- ``PACORE_BASE_URL`` (default ``http://localhost:8000/v1``, vLLM's default;
+  comma-separated URLs are replicas of one model)
 - ``PACORE_MODEL`` (default ``pacore-8b``)
 - ``PACORE_PRESET`` (``low`` | ``medium`` | ``high``, default ``low``) or
   ``PACORE_ROUNDS`` (e.g. ``8,2``)
 - ``PACORE_MAX_CONCURRENCY`` (default 64), ``PACORE_MAX_TOKENS`` (default unset)
+- ``PACORE_TEMPERATURE``, ``PACORE_TOP_P``, ``PACORE_TIMEOUT``, ``PACORE_SEED``,
+  ``PACORE_RETRIES``, ``PACORE_COMPACTOR``, ``PACORE_REFERENCE_ORDER``, ...
 - ``PACORE_API_KEY`` / ``OPENAI_API_KEY``
 
 Each request may change the run's shape through ``config.configurable``:
@@ -22,36 +27,43 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from pacore_graph.client import OpenAICompatClient
-from pacore_graph.config import PRESETS, PaCoReConfig, SamplingParams
+from pacore_graph.compaction import compactor_from_name
+from pacore_graph.config import PaCoReConfig
+from pacore_graph.env_settings import PaCoReSettings, load_settings
 from pacore_graph.graph import build_pacore_graph
+from pacore_graph.multi_client import chat_client_for
 
-__all__ = ["config_from_env", "graph", "make_graph"]
+__all__ = ["DEFAULT_BASE_URL", "DEFAULT_MODEL", "config_from_env", "graph", "make_graph"]
+
+#: Where the served graph looks for a model when ``PACORE_BASE_URL`` is unset.
+DEFAULT_BASE_URL = "http://localhost:8000/v1"
+DEFAULT_MODEL = "pacore-8b"
+#: A server shares one model among many runs: more in flight than the CLI's default.
+DEFAULT_MAX_CONCURRENCY = 64
+
+
+def _settings(env: Mapping[str, str]) -> PaCoReSettings:
+    return load_settings(env=env)
 
 
 def config_from_env(env: Mapping[str, str] = os.environ) -> PaCoReConfig:
     """Read the run shape from ``PACORE_*`` variables (validated like any config)."""
-    rounds_text = env.get("PACORE_ROUNDS")
-    rounds: Any = (
-        [int(x) for x in rounds_text.split(",") if x.strip()]
-        if rounds_text
-        else PRESETS[env.get("PACORE_PRESET", "low")]
-    )
-    max_tokens = env.get("PACORE_MAX_TOKENS")
-    return PaCoReConfig(
-        rounds=rounds,
-        max_concurrency=int(env.get("PACORE_MAX_CONCURRENCY", "64")),
-        sampling=SamplingParams(max_tokens=int(max_tokens) if max_tokens else None),
-    )
+    return _settings(env).to_config(default_max_concurrency=DEFAULT_MAX_CONCURRENCY)
 
 
 def make_graph(env: Mapping[str, str] = os.environ) -> Any:
     """Build the served graph from ``env``."""
-    client = OpenAICompatClient(
-        env.get("PACORE_BASE_URL", "http://localhost:8000/v1"),
-        env.get("PACORE_MODEL", "pacore-8b"),
+    settings = _settings(env)
+    config = settings.to_config(default_max_concurrency=DEFAULT_MAX_CONCURRENCY)
+    client = chat_client_for(
+        settings.base_url or [DEFAULT_BASE_URL],
+        settings.model or DEFAULT_MODEL,
+        api_key=settings.api_key,
+        retry=config.retry,
     )
-    return build_pacore_graph(client, config=config_from_env(env))
+    return build_pacore_graph(
+        client, config=config, compactor=compactor_from_name(settings.compactor)
+    )
 
 
 graph = make_graph()

@@ -19,7 +19,6 @@ Every error is one line on stderr (``pacore: error: ...``), never a traceback.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import json
 import os
@@ -33,8 +32,14 @@ from typing import TYPE_CHECKING, Any
 
 from pacore_graph.errors import PaCoReError
 from pacore_graph.filenames import EVAL_CHECKPOINT_FILE, RUN_CHECKPOINT_SUFFIX
-from pacore_graph.presets import PRESETS
-from pacore_graph.telemetry import TRACE_KINDS
+from pacore_graph.options import (
+    EMBEDDED_MAX_CONCURRENCY,
+    EMBEDDED_MAX_TOKENS,
+    MODEL_OPTIONS,
+    SAMPLING_OPTION_NAMES,
+    TEXT_GRAPH_ONLY,
+    add_options,
+)
 
 # Heavy modules (LangGraph, pydantic, aiohttp) are imported inside the
 # subcommand that needs them: ``pacore --help`` should not pay a second for
@@ -44,10 +49,13 @@ if TYPE_CHECKING:
 
     from pacore_graph.client import ChatClient
     from pacore_graph.config import PaCoReConfig
+    from pacore_graph.env_settings import PaCoReSettings
     from pacore_graph.records import PaCoReResult
     from pacore_graph.tracing import TraceOptions
 
 __all__ = [
+    "EMBEDDED_MAX_CONCURRENCY",
+    "EMBEDDED_MAX_TOKENS",
     "EXIT_FAILED",
     "EXIT_OK",
     "EXIT_SKIPPED_INPUT",
@@ -55,12 +63,6 @@ __all__ = [
     "build_parser",
     "main",
 ]
-
-#: The embedded model is a 135M model on a CPU: without a cap it may ramble to
-#: the end of its context, so runs on it default to this many tokens per call.
-EMBEDDED_MAX_TOKENS = 256
-#: llama.cpp decodes one request at a time; more in flight only queue there.
-EMBEDDED_MAX_CONCURRENCY = 4
 
 
 #: Exit statuses (documented in the module docstring, ``--help`` and the README).
@@ -76,22 +78,13 @@ _EPILOG = (
 )
 
 
+_GRADER_HELP = (
+    "math | exact | numeric | choice | module:function (default: by each problem's category)"
+)
+
+
 class UsageError(Exception):
     """Bad arguments or input: exit code 2."""
-
-
-def _rounds(text: str) -> list[int]:
-    """``8,2`` -> [8, 2]; an empty list or an empty item is refused, not defaulted."""
-    items = [x.strip() for x in text.split(",")]
-    try:
-        widths = [int(x) for x in items]
-    except ValueError:
-        widths = []
-    if not widths:  # (values < 1 are refused by PaCoReConfig, naming the field)
-        raise argparse.ArgumentTypeError(
-            f"--rounds takes comma-separated positive integers such as 8,2; got {text!r}"
-        )
-    return widths
 
 
 def _check_base_url(url: str) -> None:
@@ -169,99 +162,44 @@ def _add_round_control_args(p: argparse.ArgumentParser) -> None:
         type=_quorum,
         metavar="Q",
         help="close a round once Q explorers finished: a share of K (0.75) or a count (24); "
-        "the rest are cancelled and recorded as dropped (one request per explorer)",
+        "the rest are cancelled and recorded as dropped (one request per explorer) "
+        "(default: none, every explorer finishes)",
     )
     p.add_argument(
         "--round-deadline",
         type=float,
         metavar="S",
         help="close a round S seconds after it started (once one explorer finished); "
-        "the rest are cancelled and recorded as dropped",
+        "the rest are cancelled and recorded as dropped (default: none)",
     )
     p.add_argument(
         "--early-stop-consensus",
         type=float,
         metavar="F",
-        help="end the run after a round whose answers agree at share >= F (0 < F <= 1)",
+        help="end the run after a round whose answers agree at share >= F (0 < F <= 1) "
+        "(default: none, every round runs)",
     )
     p.add_argument(
         "--token-budget",
         type=int,
         metavar="N",
-        help="completion tokens per problem: later rounds shrink K to fit (never below 1)",
+        help="completion tokens per problem: later rounds shrink K to fit (never below 1) "
+        "(default: none, no budget)",
     )
 
 
-def _add_model_args(p: argparse.ArgumentParser, *, text_graph: bool = True) -> None:
-    """Options shared by every command that talks to a model.
+def _add_model_args(
+    p: argparse.ArgumentParser, *, text_graph: bool = True, shape: bool = False
+) -> None:
+    """Options shared by every command that talks to a model (defined once, in ``options``).
 
     ``text_graph=False`` (``swe``) leaves out what only the text graph uses
     (compactor, batching, client choice, log-probs, token ids, progress bar),
-    so no flag is listed that would do nothing.
+    so no flag is listed that would do nothing. ``shape`` adds ``--preset`` /
+    ``--rounds``.
     """
-    p.add_argument(
-        "--base-url",
-        action="append",
-        help="OpenAI-compatible server, e.g. http://localhost:8000/v1; repeat it for "
-        "several replicas of one model (samples go to the least loaded one)",
-    )
-    p.add_argument("--model", help="served model name (required with --base-url)")
-    p.add_argument("--api-key", help="API key (default: $PACORE_API_KEY or $OPENAI_API_KEY)")
-    if text_graph:
-        p.add_argument(
-            "--compactor",
-            default="conclusion",
-            help="conclusion | answer | budget:N | module:attr",
-        )
-    p.add_argument(
-        "--max-concurrency", type=int, help="model calls in flight at most, shared by all problems"
-    )
-    p.add_argument("--temperature", type=float, default=None)
-    p.add_argument("--top-p", type=float, default=None)
-    p.add_argument("--max-tokens", type=int, default=None, help="per call (default: unset)")
-    p.add_argument("--timeout", type=float, default=None, help="seconds per model call")
-    p.add_argument("--seed", type=int, default=None, help="sampling seed sent to the server")
-    if text_graph:
-        p.add_argument(
-            "--logprobs",
-            action="store_true",
-            help="ask for token log-probabilities (kept in trajectories, for RL export)",
-        )
-        p.add_argument(
-            "--token-ids",
-            action="store_true",
-            help="ask vLLM for completion token ids (return_token_ids), for RL export",
-        )
-    p.add_argument("--shuffle-seed", type=int, default=None, help="reference shuffle seed")
-    p.add_argument(
-        "--reference-order",
-        choices=["public", "compacted"],
-        default=None,
-        help="synthesis references: 'public' (default) orders them exactly as the public "
-        "PaCoRe pipeline; 'compacted' drops failed/empty messages, then sorts compacted ones",
-    )
-    p.add_argument("--retries", type=int, default=None, help="attempts per call (default 4)")
-    if text_graph:
-        p.add_argument(
-            "--client",
-            choices=["direct", "langchain"],
-            default="direct",
-            help="direct aiohttp client (fast) or LangChain ChatOpenAI",
-        )
-        p.add_argument("--no-batch", action="store_true", help="one request per explorer, not n=K")
-    p.add_argument(
-        "--trace",
-        choices=list(TRACE_KINDS),
-        help="OpenTelemetry export: console | otlp (OTEL_* env) | jaeger | langfuse "
-        "(default: OTEL_TRACES_EXPORTER if set, else none)",
-    )
-    p.add_argument(
-        "--trace-content",
-        action="store_true",
-        help="record prompts and completions in spans (off unless asked)",
-    )
-    if text_graph:
-        p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    names = [o.name for o in MODEL_OPTIONS if text_graph or o.name not in TEXT_GRAPH_ONLY]
+    add_options(p, names, shape=shape)
 
 
 def _add_checkpoint_arg(p: argparse.ArgumentParser, default: str) -> None:
@@ -273,32 +211,78 @@ def _add_checkpoint_arg(p: argparse.ArgumentParser, default: str) -> None:
     )
 
 
+class _DefaultsHelpFormatter(argparse.HelpFormatter):
+    """Help that states every option's default.
+
+    An option whose help does not already say its default gets
+    ``(default: X)`` appended; options without a default (``None``) state it
+    in their own help text, and flags (``store_true``) need none.
+    """
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if (
+            action.option_strings
+            and "default" not in text
+            and action.default is not None
+            and action.default is not False
+            and action.default is not argparse.SUPPRESS
+            and action.nargs != 0
+        ):
+            default = action.default
+            if isinstance(default, list) and not default:
+                default = "none"
+            text = f"{text} (default: {default})" if text else f"default: {default}"
+        return text
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose help (and every subcommand's) states defaults."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _DefaultsHelpFormatter)
+        super().__init__(*args, **kwargs)
+
+
+_SETTINGS_EPILOG = (
+    "Model options also read PACORE_<OPTION> environment variables (PACORE_BASE_URL, "
+    "PACORE_MODEL, PACORE_API_KEY, PACORE_MAX_TOKENS, ...): a flag wins over its variable, "
+    "a variable over the default."
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    from pacore_graph import __version__
+
+    parser = _Parser(
         prog="pacore",
         description="PaCoRe parallel coordinated reasoning on LangGraph.",
-        epilog=_EPILOG,
+        epilog=f"{_SETTINGS_EPILOG} {_EPILOG}",
     )
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     run = sub.add_parser("run", help="answer a question, or run a JSONL dataset", epilog=_EPILOG)
     run.add_argument("question", nargs="?", help="the question (omit with --input)")
-    shape = run.add_mutually_exclusive_group()
-    shape.add_argument("--preset", choices=sorted(PRESETS), help="low=[4] medium=[16] high=[32,4]")
-    shape.add_argument(
-        "--rounds", type=_rounds, help="round widths K, e.g. 8,2 (a final K=1 round is added)"
-    )
     run.add_argument("--json", action="store_true", help="print one JSON object")
-    run.add_argument("--input", type=Path, help="JSONL dataset of {id, messages, ground_truth?}")
+    run.add_argument(
+        "--input",
+        type=Path,
+        help="JSONL dataset of {id, messages, ground_truth?} (default: none: answer QUESTION)",
+    )
     run.add_argument(
         "--output",
         type=Path,
         help="results JSONL: with --input, resumed when it exists (one line per id); "
-        "with a QUESTION, the result's line is written there",
+        "with a QUESTION, the result's line is written there (default: none, printed only)",
     )
-    run.add_argument("--template", type=Path, help="Jinja2 file replacing the synthesis prompt")
+    run.add_argument(
+        "--template",
+        type=Path,
+        help="Jinja2 file replacing the synthesis prompt (default: the packaged one)",
+    )
     _add_checkpoint_arg(run, "OUTPUT" + RUN_CHECKPOINT_SUFFIX)
-    _add_model_args(run)
+    _add_model_args(run, shape=True)
     _add_round_control_args(run)
 
     ev = sub.add_parser(
@@ -312,8 +296,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ev.add_argument("--samples", type=int, default=1, help="independent runs per problem")
     ev.add_argument("--out", type=Path, required=True, help="output directory (resumable)")
-    ev.add_argument("--grader", help="math | exact | numeric | choice | module:function")
-    ev.add_argument("--limit", type=int, help="only the first N problems of the dataset")
+    ev.add_argument("--grader", help=_GRADER_HELP)
+    ev.add_argument(
+        "--limit", type=int, help="only the first N problems of the dataset (default: all)"
+    )
     _add_checkpoint_arg(ev, "DIR/" + EVAL_CHECKPOINT_FILE)
     _add_model_args(ev)
     _add_round_control_args(ev)
@@ -322,22 +308,27 @@ def build_parser() -> argparse.ArgumentParser:
     swe.add_argument("--repo", type=Path, required=True, help="the repository directory")
     swe.add_argument("--issue", type=Path, required=True, help="a file with the issue text")
     swe.add_argument("--test", required=True, help='the test command, e.g. "pytest -q"')
-    swe_shape = swe.add_mutually_exclusive_group()
-    swe_shape.add_argument("--preset", choices=sorted(PRESETS))
-    swe_shape.add_argument("--rounds", type=_rounds, help="round widths (default 4)")
     swe.add_argument("--max-steps", type=int, default=12, help="model calls per explorer")
-    swe.add_argument("--diff-out", type=Path, help="write the final diff here")
+    swe.add_argument(
+        "--diff-out", type=Path, help="write the final diff here (default: none, printed only)"
+    )
     swe.add_argument("--json", action="store_true", help="print one JSON object")
-    _add_model_args(swe, text_graph=False)
+    _add_model_args(swe, text_graph=False, shape=True)
 
     graph = sub.add_parser("graph", help="draw a run's message-passing graph to PNG")
     graph.add_argument("results", type=Path, help="results.jsonl of pacore run or pacore eval")
     graph.add_argument("--id", required=True, help="the problem id (request_id / problem_id)")
     graph.add_argument("--out", type=Path, required=True, help="PNG file to write")
-    graph.add_argument("--method", help="with pacore eval results: which method's run")
-    graph.add_argument("--sample", type=int, default=0, help="with pacore eval results")
-    graph.add_argument("--json", type=Path, dest="json_out", help="also write node-link JSON")
-    graph.add_argument("--graphml", type=Path, help="also write GraphML")
+    graph.add_argument(
+        "--method", help="with pacore eval results: which method's run (default: the only one)"
+    )
+    graph.add_argument(
+        "--sample", type=int, default=0, help="with pacore eval results: which sample"
+    )
+    graph.add_argument(
+        "--json", type=Path, dest="json_out", help="also write node-link JSON (default: none)"
+    )
+    graph.add_argument("--graphml", type=Path, help="also write GraphML (default: none)")
     graph.add_argument("--grader", help="grader for correctness colours (default: math)")
 
     ex = sub.add_parser("export-episodes", help="turn run/eval results into RL episodes")
@@ -349,7 +340,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="output folder, or with --format jsonl/parquet a file name ending in .jsonl/.parquet",
     )
     ex.add_argument("--format", choices=["jsonl", "parquet", "hf"], default="jsonl")
-    ex.add_argument("--grader", help="math | exact | numeric | choice | module:function")
+    ex.add_argument("--grader", help=_GRADER_HELP)
 
     ts = sub.add_parser(
         "trainset", help="build a training set with the paper's message-pool recipe"
@@ -360,7 +351,7 @@ def build_parser() -> argparse.ArgumentParser:
     ts.add_argument("--min-messages", type=int, default=16, help="|M| ~ U(min, max)")
     ts.add_argument("--max-messages", type=int, default=24)
     ts.add_argument("--prompts-per-problem", type=int, default=1)
-    ts.add_argument("--seed", type=int, default=0)
+    ts.add_argument("--seed", type=int, default=0, help="seed of the message-pool sampling")
     ts.add_argument("--math-threshold", type=float, default=9 / 24, help="stage-1 upper bound")
     ts.add_argument("--code-threshold", type=float, default=15 / 24, help="stage-1 upper bound")
     ts.add_argument("--no-stage1", action="store_true", help="keep every problem in stage 1")
@@ -371,8 +362,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         help="synthesis results for the stage-2 filter (repeatable)",
     )
-    ts.add_argument("--grader", help="math | exact | numeric | choice | module:function")
-    ts.add_argument("--compactor", default="conclusion")
+    ts.add_argument("--grader", help=_GRADER_HELP)
+    add_options(ts, ["compactor"])
 
     tr = sub.add_parser("train", help="train with TRL (PPO, GRPO or RLOO) on exported prompts")
     tr.add_argument("--dataset", type=Path, required=True, help="a trainset or episodes dir/file")
@@ -384,20 +375,27 @@ def build_parser() -> argparse.ArgumentParser:
         help="ppo: the paper's PPO with a critic (GAE lambda=gamma=1); grpo/rloo: critic-free",
     )
     tr.add_argument("--max-steps", type=int, default=10)
-    tr.add_argument("--output-dir", type=Path)
+    tr.add_argument(
+        "--output-dir", type=Path, help="where the model is saved (default: DATASET-ALGO beside it)"
+    )
     tr.add_argument("--num-generations", type=int, default=8)
-    tr.add_argument("--batch-size", type=int, help="completions per device batch")
+    tr.add_argument(
+        "--batch-size",
+        type=int,
+        help="completions per device batch (default: one prompt's "
+        "--num-generations group; 4 prompts with ppo)",
+    )
     tr.add_argument("--max-completion-length", type=int, default=1024)
     tr.add_argument("--learning-rate", type=float, default=1e-6)
-    tr.add_argument("--compactor", default="conclusion")
-    tr.add_argument("--grader", help="math | exact | numeric | choice | module:function")
-    tr.add_argument("--seed", type=int, default=0)
+    add_options(tr, ["compactor"])
+    tr.add_argument("--grader", help=_GRADER_HELP)
+    tr.add_argument("--seed", type=int, default=0, help="training seed")
     tr.add_argument("--cpu", action="store_true", help="train on the CPU even if a GPU exists")
     tr.add_argument(
         "--config",
         type=Path,
         help="YAML or JSON file of TRL config fields (PPOConfig/GRPOConfig/RLOOConfig), "
-        "applied over the flags",
+        "applied over the flags (default: none)",
     )
     tr.add_argument(
         "--report-to",
@@ -460,12 +458,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=256,
         help="upstream sequences in flight at most, over all runs and replicas",
     )
-    srv.add_argument("--compactor", default="conclusion", help="default: conclusion")
-    srv.add_argument("--temperature", type=float, default=None, help="default per request")
-    srv.add_argument("--top-p", type=float, default=None, help="default per request")
-    srv.add_argument("--max-tokens", type=int, default=None, help="default per explorer call")
-    srv.add_argument("--timeout", type=float, default=None, help="seconds per upstream call")
-    srv.add_argument("--retries", type=int, default=None, help="attempts per call (default 4)")
+    # The sampling options, as for run/eval; a request's own values win over them.
+    add_options(srv, SAMPLING_OPTION_NAMES)
     srv.add_argument(
         "--drain-timeout", type=int, default=600, help="seconds SIGTERM waits for runs"
     )
@@ -474,7 +468,7 @@ def build_parser() -> argparse.ArgumentParser:
     data = sub.add_parser("data", help="generate evaluation datasets")
     data.add_argument("kind", choices=["arithmetic", "easy-arithmetic"])
     data.add_argument("--n", type=int, default=100, help="number of problems")
-    data.add_argument("--seed", type=int, default=0)
+    data.add_argument("--seed", type=int, default=0, help="generator seed")
     data.add_argument(
         "--out", type=Path, required=True, help="JSONL file to write (streamed, any --n)"
     )
@@ -482,38 +476,37 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _config(args: argparse.Namespace, embedded: bool) -> PaCoReConfig:
-    from pacore_graph.config import PaCoReConfig, RetryPolicy, SamplingParams
-
-    rounds = getattr(args, "rounds", None) or list(PRESETS[getattr(args, "preset", None) or "low"])
-    sampling: dict[str, Any] = {}
-    for key in ("temperature", "top_p", "max_tokens", "timeout", "seed"):
-        value = getattr(args, key)
-        if value is not None:
-            sampling[key] = value
-    if embedded and args.max_tokens is None:
-        sampling["max_tokens"] = EMBEDDED_MAX_TOKENS
-    if getattr(args, "logprobs", False):
-        sampling["logprobs"] = True
-    if getattr(args, "token_ids", False):
-        sampling["extra_body"] = {"return_token_ids": True}
-    fields: dict[str, Any] = {"rounds": rounds, "sampling": SamplingParams(**sampling)}
-    if args.max_concurrency is not None:
-        fields["max_concurrency"] = args.max_concurrency
-    elif embedded:
-        fields["max_concurrency"] = EMBEDDED_MAX_CONCURRENCY
-    if args.shuffle_seed is not None:
-        fields["shuffle_seed"] = args.shuffle_seed
-    if getattr(args, "reference_order", None) is not None:
-        fields["reference_order"] = args.reference_order
-    if args.retries is not None:
-        fields["retry"] = RetryPolicy(max_attempts=args.retries)
-    if getattr(args, "no_batch", False):
-        fields["batch_samples"] = False
+    """The run configuration: the resolved settings plus this command's round control."""
+    extra: dict[str, Any] = {}
     for key in ("round_quorum", "round_deadline", "early_stop_consensus", "token_budget"):
         value = getattr(args, key, None)
         if value is not None:
-            fields[key] = value
-    return PaCoReConfig(**fields)
+            extra[key] = value
+    settings: PaCoReSettings = args.settings
+    return settings.to_config(embedded=embedded, **extra)
+
+
+def _resolve_settings(args: argparse.Namespace) -> None:
+    """Resolve this command's model options (flag > ``PACORE_*`` > default) onto ``args``.
+
+    Afterwards ``args.settings`` is the :class:`PaCoReSettings` and every
+    option the command lists holds its resolved value, so the command code
+    reads ``args.max_tokens`` whether it came from a flag or the environment.
+    """
+    from pydantic import ValidationError
+
+    from pacore_graph.env_settings import format_settings_error, load_settings
+
+    fields: tuple[str, ...] = getattr(args, "settings_fields", ())
+    if not fields:
+        return
+    try:
+        settings = load_settings({name: getattr(args, name) for name in fields}, only=fields)
+    except ValidationError as exc:
+        raise UsageError(format_settings_error(exc)) from None
+    for name in fields:
+        setattr(args, name, getattr(settings, name))
+    args.settings = settings
 
 
 def _format_validation(exc: ValidationError) -> str:
@@ -1118,7 +1111,10 @@ def _data(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    import asyncio  # not before: ``pacore --help`` need not pay for it
+
     try:
+        _resolve_settings(args)
         if args.command in ("run", "eval"):
             from pacore_graph.gc_tuning import fan_out_gc
 

@@ -187,7 +187,7 @@ async def run_dataset(
     bar = tqdm(
         total=len(todo),
         desc="problems",
-        unit="pb",
+        unit="problem",
         disable=not progress,
         file=progress_file or sys.stderr,
     )

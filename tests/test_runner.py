@@ -148,6 +148,21 @@ def test_finished_ids(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- run_dataset
 
 
+async def test_the_progress_bar_counts_problems(tmp_path: Path) -> None:
+    import io
+    import re
+
+    records, _ = read_dataset(DATA)
+    graph, _ = graph_and_client(rounds=(2,))
+    bar = io.StringIO()
+    await run_dataset(graph, records, tmp_path / "o.jsonl", progress=True, progress_file=bar)
+    text = bar.getvalue()
+    # The rate reads "problem/s" (or "s/problem" when slow), never tqdm's "pb/s".
+    assert re.search(r"problem/s|s/problem", text), text
+    assert not re.search(r"\bpb\b|pb/s|s/pb", text), text
+    assert "5/5" in text
+
+
 async def test_run_dataset_writes_full_lines(tmp_path: Path) -> None:
     records, _ = read_dataset(DATA)
     out = tmp_path / "sub" / "results.jsonl"

@@ -40,3 +40,31 @@ async def test_served_graph_runs_against_the_configured_server() -> None:
         out = await graph.ainvoke({"messages": [{"role": "user", "content": "Q?"}]})
         assert [len(r) for r in out["result"].rounds] == [3, 1]
         assert {r.body["model"] for r in srv.requests} == {"served-m"}
+
+
+def test_the_served_graph_reads_the_cli_settings_model() -> None:
+    """``PACORE_*`` variables mean the same to ``langgraph dev`` as to ``pacore run``."""
+    cfg = served.config_from_env(
+        {"PACORE_TEMPERATURE": "0.3", "PACORE_SEED": "5", "PACORE_RETRIES": "2"}
+    )
+    assert cfg.sampling.temperature == 0.3 and cfg.sampling.seed == 5
+    assert cfg.retry.max_attempts == 2
+    assert served.config_from_env({}).max_concurrency == 64
+    with pytest.raises(ValidationError, match="temperature"):
+        served.config_from_env({"PACORE_TEMPERATURE": "warm"})
+
+
+async def test_served_graph_spreads_over_comma_separated_replicas() -> None:
+    async with ScriptedServer(model="m") as a, ScriptedServer(model="m") as b:
+        graph = served.make_graph(
+            {
+                "PACORE_BASE_URL": f"{a.base_url},{b.base_url}",
+                "PACORE_MODEL": "m",
+                "PACORE_ROUNDS": "6",
+                "PACORE_NO_BATCH": "1",
+            }
+        )
+        out = await graph.ainvoke({"messages": [{"role": "user", "content": "Q?"}]})
+        assert [len(r) for r in out["result"].rounds] == [6, 1]
+        assert a.requests and b.requests
+        assert len(a.requests) + len(b.requests) == 6 + 1

@@ -1,0 +1,254 @@
+"""One settings model: flag > ``PACORE_*`` variable > default, for the CLI and the served graph."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+from pydantic import ValidationError
+
+import pacore_graph
+from pacore_graph.cli import build_parser, main
+from pacore_graph.env_settings import PaCoReSettings, format_settings_error, load_settings
+from pacore_graph.options import MODEL_OPTIONS, SHAPE_OPTIONS
+from pacore_graph.testing import ScriptedServer
+
+# --------------------------------------------------------------------------- the model
+
+
+def test_the_option_table_and_the_settings_model_have_the_same_fields() -> None:
+    table = {o.name: o for o in SHAPE_OPTIONS + MODEL_OPTIONS}
+    assert set(table) == set(PaCoReSettings.model_fields)
+    for name, option in table.items():
+        default = PaCoReSettings.model_fields[name].default
+        assert default == (False if option.flag else option.default), name
+
+
+def test_the_defaults_the_help_states_are_the_configs() -> None:
+    from pacore_graph.config import PaCoReConfig
+
+    config = PaCoReConfig()
+    states = {o.name: o.help_text() for o in MODEL_OPTIONS}
+    assert f"default: {config.sampling.temperature}" in states["temperature"]
+    assert f"default: {config.sampling.top_p}" in states["top_p"]
+    assert f"default: {config.sampling.timeout:g}" in states["timeout"]
+    assert f"default: {config.shuffle_seed}" in states["shuffle_seed"]
+    assert f"default: {config.retry.max_attempts}" in states["retries"]
+    assert f"else {config.max_concurrency}" in states["max_concurrency"]
+    assert f"default: {config.reference_order}" in states["reference_order"]
+
+
+def test_a_flag_wins_over_its_variable_which_wins_over_the_default() -> None:
+    env = {"PACORE_MAX_TOKENS": "99", "PACORE_MODEL": "from-env"}
+    assert load_settings({}, env={}).max_tokens is None
+    assert load_settings({}, env=env).max_tokens == 99
+    assert load_settings({"max_tokens": 7}, env=env).max_tokens == 7
+    # None means "flag not given": the variable still applies.
+    assert load_settings({"max_tokens": None}, env=env).max_tokens == 99
+    assert load_settings({"model": "from-flag"}, env=env).model == "from-flag"
+
+
+def test_list_values_are_comma_separated_in_the_environment() -> None:
+    env = {"PACORE_BASE_URL": "http://a:1/v1, http://b:2/v1", "PACORE_ROUNDS": "8,2"}
+    settings = load_settings({}, env=env)
+    assert settings.base_url == ["http://a:1/v1", "http://b:2/v1"]
+    assert settings.rounds == [8, 2] and settings.round_widths() == [8, 2]
+    flagged = load_settings({"base_url": ["http://c:3/v1"]}, env=env)
+    assert flagged.base_url == ["http://c:3/v1"]
+
+
+def test_a_preset_flag_hides_the_rounds_variable_and_back() -> None:
+    env = {"PACORE_ROUNDS": "8,2", "PACORE_PRESET": "medium"}
+    assert load_settings({"preset": "high"}, env=env).round_widths() == [32, 4]
+    assert load_settings({"rounds": [3]}, env=env).round_widths() == [3]
+    assert load_settings({}, env={"PACORE_PRESET": "high"}).round_widths() == [32, 4]
+    assert load_settings({}, env={}).round_widths() == [4]
+
+
+def test_boolean_variables() -> None:
+    env = {"PACORE_NO_BATCH": "1", "PACORE_LOGPROBS": "true"}
+    settings = load_settings({}, env=env)
+    assert settings.no_batch and settings.logprobs
+    config = settings.to_config()
+    assert config.batch_samples is False and config.sampling.logprobs is True
+
+
+def test_a_bad_variable_is_one_line_naming_it() -> None:
+    with pytest.raises(ValidationError) as info:
+        load_settings({}, env={"PACORE_TEMPERATURE": "warm", "PACORE_CLIENT": "carrier-pigeon"})
+    line = format_settings_error(info.value)
+    assert "\n" not in line
+    assert "PACORE_TEMPERATURE" in line and "PACORE_CLIENT" in line
+
+
+def test_only_the_listed_options_read_their_variables() -> None:
+    env = {"PACORE_PRESET": "high", "PACORE_TEMPERATURE": "0.5", "PACORE_MODEL": "m"}
+    settings = load_settings({}, env=env, only=["temperature"])
+    assert settings.temperature == 0.5
+    assert settings.preset is None and settings.model is None
+    # a bad variable of an option the command does not list does not stop it
+    assert load_settings({}, env={"PACORE_PRESET": "bogus"}, only=["model"]).preset is None
+
+
+def test_serve_reads_the_sampling_variables_but_not_the_others(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pacore_graph.cli import _resolve_settings
+
+    monkeypatch.setenv("PACORE_TEMPERATURE", "0.25")
+    monkeypatch.setenv("PACORE_MODEL", "not-serves-model")
+    monkeypatch.setenv("PACORE_PRESET", "bogus")
+    args = build_parser().parse_args(["serve", "--upstream", "http://h:1/v1", "--model", "up"])
+    _resolve_settings(args)
+    assert args.temperature == 0.25 and args.model == "up"
+    assert args.compactor == "conclusion"
+
+
+def test_unrelated_pacore_variables_are_ignored() -> None:
+    settings = load_settings({}, env={"PACORE_REQUIRE_POSTGRES": "1", "PACORE_EMBEDDED_LOG": "x"})
+    assert settings == PaCoReSettings.model_validate({})
+
+
+def test_embedded_defaults_apply_only_where_nothing_was_given() -> None:
+    assert load_settings({}, env={}).to_config(embedded=True).sampling.max_tokens == 256
+    assert load_settings({}, env={}).to_config(embedded=True).max_concurrency == 4
+    given = load_settings({}, env={"PACORE_MAX_TOKENS": "9"}).to_config(embedded=True)
+    assert given.sampling.max_tokens == 9
+    assert load_settings({}, env={}).to_config().sampling.max_tokens is None
+
+
+def test_load_settings_reads_os_environ_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PACORE_SEED", "1234")
+    assert load_settings({}).seed == 1234
+    assert load_settings({}, env={}).seed is None
+
+
+# --------------------------------------------------------------------------- the CLI
+
+
+@pytest.fixture
+def server() -> Iterator[ScriptedServer]:
+    with ScriptedServer(model="env-model").run_in_thread() as srv:
+        yield srv
+
+
+def test_pacore_run_reads_the_server_from_the_environment(
+    server: ScriptedServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PACORE_BASE_URL", server.base_url)
+    monkeypatch.setenv("PACORE_MODEL", "env-model")
+    monkeypatch.setenv("PACORE_MAX_TOKENS", "77")
+    monkeypatch.setenv("PACORE_ROUNDS", "3")
+    assert main(["run", "What is 2+2?", "--json", "--no-progress"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert [len(r) for r in result["rounds"]] == [3, 1]
+    assert {r.body["model"] for r in server.requests} == {"env-model"}
+    assert {r.body["max_tokens"] for r in server.requests} == {77}
+
+
+def test_pacore_run_flags_win_over_the_environment(
+    server: ScriptedServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PACORE_BASE_URL", "http://127.0.0.1:9/v1")  # nothing listens there
+    monkeypatch.setenv("PACORE_MODEL", "other")
+    monkeypatch.setenv("PACORE_MAX_TOKENS", "77")
+    monkeypatch.setenv("PACORE_ROUNDS", "5")
+    argv = ["run", "Q?", "--json", "--no-progress", "--preset", "low", "--max-tokens", "12"]
+    code = main([*argv, "--base-url", server.base_url, "--model", "env-model"])
+    assert code == 0
+    result = json.loads(capsys.readouterr().out)
+    assert [len(r) for r in result["rounds"]] == [4, 1]
+    assert {r.body["max_tokens"] for r in server.requests} == {12}
+    assert {r.body["model"] for r in server.requests} == {"env-model"}
+
+
+def test_a_bad_variable_exits_2_with_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PACORE_MAX_TOKENS", "lots")
+    assert main(["run", "Q?", "--base-url", "http://127.0.0.1:9/v1", "--model", "m"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("pacore: error:") and "PACORE_MAX_TOKENS" in err
+    assert "\n" not in err
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"pacore {pacore_graph.__version__}"
+
+
+def test_python_dash_m_pacore_graph_is_the_command() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "pacore_graph", "--version"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == f"pacore {pacore_graph.__version__}"
+    bad = subprocess.run(
+        [sys.executable, "-m", "pacore_graph", "run"], capture_output=True, text=True
+    )
+    assert bad.returncode == 2 and "pacore: error:" in bad.stderr
+
+
+# --------------------------------------------------------------------------- help
+
+
+def _subparsers(
+    parser: argparse.ArgumentParser, path: str
+) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _subparsers(sub, f"{path} {name}")
+
+
+def _help_of(parser: argparse.ArgumentParser, action: argparse.Action) -> str:
+    formatter = parser._get_formatter()
+    return formatter._get_help_string(action) or ""  # type: ignore[attr-defined]
+
+
+def test_every_option_of_every_command_states_its_default() -> None:
+    undocumented = []
+    commands = []
+    for path, parser in _subparsers(build_parser(), "pacore"):
+        commands.append(path)
+        for action in parser._actions:
+            if (
+                not action.option_strings  # positionals are required or described
+                or action.nargs == 0  # flags: store_true, --help, --version
+                or action.required
+            ):
+                continue
+            if "default" not in _help_of(parser, action):
+                undocumented.append(f"{path} {action.option_strings[0]}")
+    assert "pacore run" in commands and "pacore model serve" in commands
+    assert not undocumented, undocumented
+
+
+def _command(name: str) -> argparse.ArgumentParser:
+    return dict(_subparsers(build_parser(), "pacore"))[f"pacore {name}"]
+
+
+def test_run_help_states_the_preset_and_the_embedded_token_cap() -> None:
+    run = _command("run")
+    flat = " ".join(run.format_help().split())
+    assert "default: low" in flat
+    assert "256 on the embedded model, unset otherwise" in flat
+    assert "PACORE_BASE_URL" in flat
+    helps = {a.option_strings[0]: a.help for a in run._actions if a.option_strings}
+    assert helps["--temperature"] and helps["--top-p"]
+
+
+def test_swe_lists_no_text_graph_only_flags() -> None:
+    text = _command("swe").format_help()
+    for flag in ("--compactor", "--no-batch", "--client", "--logprobs", "--no-progress"):
+        assert flag not in text
+    assert "--preset" in text and "--max-tokens" in text
