@@ -40,7 +40,13 @@ import aiohttp
 from pacore_graph.config import RetryPolicy, SamplingParams
 from pacore_graph.errors import ModelCallError
 from pacore_graph.records import Completion
-from pacore_graph.sampling import NSampler, SampleOutcome, check_encodable, first_failure
+from pacore_graph.sampling import (
+    NSampler,
+    SampleOutcome,
+    check_encodable,
+    first_failure,
+    with_seed,
+)
 
 __all__ = [
     "API_KEY_ENV_VARS",
@@ -335,7 +341,7 @@ class OpenAICompatClient:
                 one["n"] = count
             if sample_seed is not None:
                 one["seed"] = sample_seed
-            return await self._post_with_retry(one, params.timeout)
+            return with_seed(await self._post_with_retry(one, params.timeout), sample_seed)
 
         return await self._sampler.sample(request, n, seed)
 

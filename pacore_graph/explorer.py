@@ -123,6 +123,9 @@ class ChatExplorer:
                 )
         except ModelCallError as exc:
             return failed_trajectory(task, str(exc))
+        if c.seed is not None and c.seed != seed:
+            # Batched: the span says the seed the shared n-sample request carried.
+            record_chat_request(self.batcher.client, seed=c.seed)
         record_chat_response(c.model)
         return Trajectory(
             round=task.round,

@@ -31,7 +31,13 @@ from pacore_graph.client import apportion, resolve_api_key, retryable_status
 from pacore_graph.config import RetryPolicy, SamplingParams
 from pacore_graph.errors import ModelCallError
 from pacore_graph.records import Completion
-from pacore_graph.sampling import NSampler, SampleOutcome, check_encodable, first_failure
+from pacore_graph.sampling import (
+    NSampler,
+    SampleOutcome,
+    check_encodable,
+    first_failure,
+    with_seed,
+)
 
 __all__ = ["LangChainChatClient", "ReasoningChatOpenAI", "aclose_chat_model", "make_chat_model"]
 
@@ -161,7 +167,7 @@ class LangChainChatClient:
             call = dict(kwargs)
             if sample_seed is not None:
                 call["seed"] = sample_seed
-            return list(await self._generate(convo, count, call))
+            return with_seed(await self._generate(convo, count, call), sample_seed)
 
         return await self._sampler.sample(request, n, seed)
 

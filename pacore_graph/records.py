@@ -45,6 +45,8 @@ class Completion:
     logprobs: Any = None
     token_ids: tuple[int, ...] | None = None
     model: str | None = None
+    seed: int | None = None
+    """The seed of the request this sample came from (shared by an ``n``-sample request)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -26,13 +26,21 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from pacore_graph.errors import ModelCallError
 from pacore_graph.records import Completion
 from pacore_graph.seeds import sample_seed
 
-__all__ = ["NSampler", "RequestFn", "SampleOutcome", "check_encodable", "first_failure"]
+__all__ = [
+    "NSampler",
+    "RequestFn",
+    "SampleOutcome",
+    "check_encodable",
+    "first_failure",
+    "with_seed",
+]
 
 SampleOutcome = Completion | ModelCallError
 """What became of one requested sample."""
@@ -40,6 +48,13 @@ SampleOutcome = Completion | ModelCallError
 RequestFn = Callable[[int, int | None], Awaitable[Sequence[SampleOutcome]]]
 """One request (with its retries) for ``n`` samples with ``seed``: one outcome per choice
 returned (possibly fewer than ``n``), or ModelCallError raised when the request failed."""
+
+
+def with_seed(outcomes: Sequence[SampleOutcome], seed: int | None) -> list[SampleOutcome]:
+    """Mark each completion with the seed its request carried (for traces and records)."""
+    if seed is None:
+        return list(outcomes)
+    return [o if isinstance(o, ModelCallError) else replace(o, seed=seed) for o in outcomes]
 
 
 def first_failure(outcomes: Sequence[SampleOutcome]) -> list[Completion]:

@@ -73,6 +73,7 @@ async def test_server_ignoring_n_gets_one_seed_per_sample(make: Callable[..., An
         out = await client.complete(user("Q"), n=4, params=PARAMS, seed=10)
     assert len(out) == 4
     assert seeds_sent(srv) == [10, 11, 12, 13]
+    assert [c.seed for c in out] == [10, 11, 12, 13], "each sample knows its request's seed"
     assert len({c.content for c in out}) == 4, "every sample must differ"
 
 
