@@ -610,3 +610,24 @@ def test_streaming_over_replicas_skips_a_dead_one(word_stream_upstream: Scripted
     streamed = [r for r in word_stream_upstream.requests if r.body.get("stream")]
     assert len(streamed) == 1
     assert not stats[0].healthy and stats[1].samples == 2 + 1
+
+
+def test_inline_thinking_streams_as_reasoning_like_the_plain_answer() -> None:
+    """An upstream without a reasoning parser: <think> text is not streamed as content."""
+    with ScriptedServer(reasoning_mode="think", stream_words_per_chunk=1).run_in_thread() as up:  # noqa: SIM117
+        with running_serve(settings(up)) as srv:
+            ask = {"model": "pacore:2", "messages": [{"role": "user", "content": QUESTION}]}
+            plain = sdk(srv, key="x").chat.completions.create(**ask, seed=9)  # type: ignore[call-overload]
+            chunks = list(
+                sdk(srv, key="x").chat.completions.create(**ask, seed=9, stream=True)  # type: ignore[call-overload]
+            )
+    content = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    reasoning = "".join(
+        (c.choices[0].delta.model_extra or {}).get("reasoning_content") or ""
+        for c in chunks
+        if c.choices
+    )
+    answer = plain.choices[0].message.content
+    assert "<think>" not in answer and answer.strip().startswith("The answer is")
+    assert content == answer
+    assert "considering" in reasoning and "<think>" not in reasoning

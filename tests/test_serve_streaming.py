@@ -7,7 +7,13 @@ from typing import Any
 from langchain_core.messages import AIMessageChunk
 
 from pacore_graph.records import PaCoReResult, Trajectory
-from pacore_graph.serve.streaming import ProgressTranslator, StreamChunks, sse, sse_done
+from pacore_graph.serve.streaming import (
+    ProgressTranslator,
+    StreamChunks,
+    ThinkSplitter,
+    sse,
+    sse_done,
+)
 
 
 def traj(r: int, i: int, tokens: int = 5, error: str | None = None) -> Trajectory:
@@ -120,3 +126,25 @@ def test_chunk_shapes() -> None:
     assert c.usage({"prompt_tokens": 1})["choices"] == []
     assert sse({"a": "é"}) == 'data: {"a":"é"}\n\n'.encode()
     assert sse_done() == b"data: [DONE]\n\n"
+
+
+def split(pieces: list[str]) -> tuple[str, str]:
+    splitter = ThinkSplitter()
+    deltas = [d for p in pieces for d in splitter.feed(p)] + list(splitter.flush())
+    return texts(deltas, "reasoning_content"), texts(deltas, "content")
+
+
+def test_think_splitter_routes_inline_thinking_to_reasoning() -> None:
+    pieces = ["<thi", "nk>abc", " def</th", "ink>\n\nThe answer", " is 5."]
+    assert split(pieces) == ("abc def", "\n\nThe answer is 5.")
+    # Every cut of the same text gives the same split.
+    text = "  <think>x < y </think>\n42"
+    for cut in range(len(text) + 1):
+        assert split([text[:cut], text[cut:]]) == ("x < y ", "\n42")
+
+
+def test_think_splitter_leaves_plain_answers_alone() -> None:
+    assert split(["<", "b>bold</b>"]) == ("", "<b>bold</b>")
+    assert split(["The answer", " is 5."]) == ("", "The answer is 5.")
+    assert split(["<thi"]) == ("", "<thi")  # a tag that never completed is text
+    assert split(["<think>unfinished"]) == ("unfinished", "")

@@ -332,6 +332,8 @@ async def _stream(
             yield sse_done()
             finished = True
             return
+        for delta in translator.finish():
+            yield sse(chunks.chunk(delta))
         if not translator.streamed_content:
             yield sse(chunks.chunk({"content": result.answer}))
         yield sse(chunks.chunk({}, finish_reason=result.final.finish_reason or "stop"))

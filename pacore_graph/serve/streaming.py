@@ -12,7 +12,9 @@ when the graph emits them, and otherwise derives the same progress from the
 node updates (``round``, ``explore``, ``compact``, ``finalize``), so the
 server works with graphs that do not emit custom events. When the final
 round's tokens were not streamed, the answer is sent as one ``content``
-delta once the run is done.
+delta once the run is done. A leading ``<think>...</think>`` in the streamed
+content (an upstream without a reasoning parser) goes out as reasoning, so
+the streamed ``content`` equals the non-streamed answer.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import Any
 
 from pacore_graph.records import PaCoReResult, Trajectory
 
-__all__ = ["ProgressTranslator", "StreamChunks", "sse", "sse_done"]
+__all__ = ["ProgressTranslator", "StreamChunks", "ThinkSplitter", "sse", "sse_done"]
 
 
 def sse(data: Mapping[str, Any]) -> bytes:
@@ -69,6 +71,71 @@ class StreamChunks:
         }
 
 
+_OPEN, _CLOSE = "<think>", "</think>"
+
+
+def _held_back(text: str, tag: str) -> int:
+    """Length of the longest end of ``text`` that could begin ``tag``."""
+    for size in range(min(len(tag) - 1, len(text)), 0, -1):
+        if tag.startswith(text[-size:]):
+            return size
+    return 0
+
+
+@dataclass(slots=True)
+class ThinkSplitter:
+    """Routes a leading ``<think>...</think>`` of streamed content to reasoning.
+
+    Without a reasoning parser on the upstream, a reasoning model's thinking
+    arrives inline in ``content``; the non-streamed answer (the compacted
+    message) leaves it out, so the streamed ``content`` must too. Tags split
+    across deltas are held back until they can be told apart from text.
+    """
+
+    mode: str = "start"
+    buffer: str = ""
+
+    def feed(self, text: str) -> Iterator[dict[str, Any]]:
+        self.buffer += text
+        while True:
+            if self.mode == "start":
+                head = self.buffer.lstrip()
+                if not head or (_OPEN.startswith(head) and head != _OPEN):
+                    return  # not yet known whether this is the tag
+                if head.startswith(_OPEN):
+                    self.mode, self.buffer = "think", head[len(_OPEN) :]
+                else:
+                    self.mode = "answer"
+                continue
+            if self.mode == "think":
+                end = self.buffer.find(_CLOSE)
+                if end < 0:
+                    keep = _held_back(self.buffer, _CLOSE)
+                    out, self.buffer = (
+                        self.buffer[: len(self.buffer) - keep],
+                        self.buffer[len(self.buffer) - keep :],
+                    )
+                    if out:
+                        yield {"reasoning_content": out}
+                    return
+                if end:
+                    yield {"reasoning_content": self.buffer[:end]}
+                # The rest, blank lines included, is what the compacted answer holds.
+                self.mode, self.buffer = "answer", self.buffer[end + len(_CLOSE) :]
+                continue
+            if self.buffer:
+                yield {"content": self.buffer}
+                self.buffer = ""
+            return
+
+    def flush(self) -> Iterator[dict[str, Any]]:
+        rest, self.buffer = self.buffer, ""
+        if rest and self.mode == "think":
+            yield {"reasoning_content": rest}
+        elif rest:
+            yield {"content": rest}
+
+
 @dataclass(slots=True)
 class ProgressTranslator:
     """Turns ``graph.astream(..., stream_mode=[...])`` items into delta dicts.
@@ -84,6 +151,7 @@ class ProgressTranslator:
     _custom: bool = False
     _round: int = -1
     _done_in_round: int = 0
+    _think: ThinkSplitter = field(default_factory=lambda: ThinkSplitter())
 
     @property
     def final_round(self) -> int:
@@ -134,8 +202,17 @@ class ProgressTranslator:
         if isinstance(reasoning, str) and reasoning:
             yield {"reasoning_content": reasoning}
         if isinstance(content, str) and content:
-            self.streamed_content = True
-            yield {"content": content}
+            yield from self._content(self._think.feed(content))
+
+    def _content(self, deltas: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        for delta in deltas:
+            if "content" in delta:
+                self.streamed_content = True
+            yield delta
+
+    def finish(self) -> Iterator[dict[str, Any]]:
+        """Whatever the final round's text still holds back (a possible tag's start)."""
+        yield from self._content(self._think.flush())
 
     # -- node updates (any graph built by build_pacore_graph) ---------------------
 
