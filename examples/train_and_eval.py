@@ -107,7 +107,8 @@ def train(episodes: Path, model_dir: Path, out: Path, args: argparse.Namespace) 
     started = time.perf_counter()
     subprocess.run([sys.executable, "-c", code, *command], check=True)
     wall = time.perf_counter() - started
-    peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    peak_kb = usage.ru_maxrss
     log = json.loads((out / "pacore_train.json").read_text(encoding="utf-8"))
     return {
         "steps": log["steps"],
@@ -115,6 +116,8 @@ def train(episodes: Path, model_dir: Path, out: Path, args: argparse.Namespace) 
         "s_per_step": log["wall_s"] / max(1, log["steps"]),
         "wall_with_loading_s": wall,
         "peak_rss_gb": peak_kb / 1024 / 1024,
+        # CPU seconds say what a step costs when other work shares the machine.
+        "cpu_s_with_loading": usage.ru_utime + usage.ru_stime,
         "mean_reward": log["mean_reward"],
         "final_loss": log["final_loss"],
     }
