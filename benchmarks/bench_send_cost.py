@@ -6,8 +6,10 @@ measured is LangGraph's scheduling plus pacore_graph's nodes: rendering,
 fan-out, compaction, routing, records. CPU time (``time.process_time``) is
 far steadier than wall time on a loaded machine. Prints the median CPU
 microseconds per explorer task over ``--repeats`` runs in this process
-(after one warm-up run), next to a bare asyncio baseline doing the same
-rounds with the same rendering and compaction in one loop.
+(after one warm-up run), with the default GC settings (``graph``) and inside
+:func:`~pacore_graph.gc_tuning.fan_out_gc` as the CLI runs (``graph-gc``),
+next to a bare asyncio baseline doing the same rounds with the same
+rendering and compaction in one loop.
 
     python benchmarks/bench_send_cost.py
     python benchmarks/bench_send_cost.py --problems 800 --repeats 5
@@ -25,6 +27,7 @@ from typing import Any
 from pacore_graph import PaCoReConfig, Trajectory, build_pacore_graph
 from pacore_graph.compaction import ConclusionCompactor
 from pacore_graph.explorer import ExploreTask
+from pacore_graph.gc_tuning import fan_out_gc
 from pacore_graph.prompts import select_references, synthesis_messages
 
 SCHEDULE = (32, 4, 1)
@@ -102,10 +105,17 @@ def main() -> None:
     tasks = args.problems * sum(SCHEDULE)
     bare = measure(bare_run, args.problems, args.repeats)
     graph = measure(graph_run, args.problems, args.repeats)
+    with fan_out_gc():  # what ``pacore run`` and ``pacore eval`` do
+        graph_gc = measure(graph_run, args.problems, args.repeats)
     b, g = statistics.median(bare), statistics.median(graph)
     print(f"{args.problems} problems x high = {tasks} explorer tasks, median of {args.repeats}")
     print(f"{'variant':<8}{'CPU s':>8}{'us/task':>10}  runs")
-    for name, runs, med in (("bare", bare, b), ("graph", graph, g)):
+    rows = (
+        ("bare", bare, b),
+        ("graph", graph, g),
+        ("graph-gc", graph_gc, statistics.median(graph_gc)),
+    )
+    for name, runs, med in rows:
         print(
             f"{name:<8}{med:>8.2f}{med / tasks * 1e6:>10.0f}  " + " ".join(f"{x:.2f}" for x in runs)
         )

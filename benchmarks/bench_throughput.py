@@ -14,6 +14,8 @@ a fresh process against it, the server's counters reset before each run:
 - ``floor-n``: the same loop, each round's K samples as one ``n=K`` request.
 - ``pacore-run``: ``pacore run --input ... --preset high`` as a whole process
   (start-up included); also reports when its first request reached the server.
+- ``pacore-q90`` / ``pacore-q75``: ``pacore run`` with ``--round-quorum 0.9``
+  / ``0.75`` (straggler control; one request per explorer, as it requires).
 - ``public``: the public PaCoRe pipeline (github.com/stepfun-ai/PaCoRe), when
   ``--public DIR`` points at a checkout of it (run from a temp dir, never
   copied here; needs ``loguru``). Non-streaming, ``max_concurrent`` 1024.
@@ -45,7 +47,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 SCHEDULE = (32, 4, 1)
 CONCURRENCY = 1024
-VARIANTS = ("floor", "floor-n", "pacore-run", "public")
+VARIANTS = ("floor", "floor-n", "pacore-run", "pacore-q90", "pacore-q75", "public")
+#: Straggler-control variants: ``pacore run`` plus these flags.
+ROUND_CONTROL = {
+    "pacore-q90": ["--round-quorum", "0.9"],
+    "pacore-q75": ["--round-quorum", "0.75"],
+}
 
 
 def problems(count: int) -> list[str]:
@@ -135,7 +142,7 @@ def write_dataset(path: Path, count: int) -> None:
 def command(variant: str, url: str, count: int, work: Path, public: Path | None) -> list[str]:
     if variant in ("floor", "floor-n"):
         return [sys.executable, __file__, "--one", variant, "--url", url, "--problems", str(count)]
-    if variant == "pacore-run":
+    if variant == "pacore-run" or variant in ROUND_CONTROL:
         return [
             sys.executable,
             "-m",
@@ -154,6 +161,7 @@ def command(variant: str, url: str, count: int, work: Path, public: Path | None)
             "--max-concurrency",
             str(CONCURRENCY),
             "--no-progress",
+            *ROUND_CONTROL.get(variant, []),
         ]
     if public is None:
         raise ValueError("the public variant needs --public DIR")
@@ -239,7 +247,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--problems", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--variants", default="floor,floor-n,pacore-run,public")
+    parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--public", type=Path, help="a checkout of stepfun-ai/PaCoRe")
     parser.add_argument("--throughput", type=float, default=50_000.0)
     parser.add_argument("--per-sequence-cap", type=float, default=2_000.0)

@@ -17,7 +17,7 @@ import pytest
 
 import pacore_graph
 
-HEAVY = ("langgraph", "langchain_core", "pydantic", "aiohttp", "opentelemetry", "jinja2")
+HEAVY = ("langgraph", "langchain_core", "pydantic", "aiohttp", "opentelemetry", "jinja2", "asyncio")
 
 
 @pytest.mark.parametrize("name", sorted(pacore_graph.__all__))
