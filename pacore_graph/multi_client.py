@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import random
 import re
 import time
 import weakref
@@ -142,6 +143,7 @@ class MultiEndpointClient:
         self.health_interval = health_interval
         self.health_timeout = health_timeout
         self._turn = itertools.count()
+        self._rng = random.Random()
         self._probes: weakref.WeakSet[asyncio.Task[None]] = weakref.WeakSet()
 
     def __repr__(self) -> str:
@@ -268,10 +270,12 @@ class MultiEndpointClient:
             raise ValueError(f"n must be >= 1, got {n}")
         policy = self.retry
         tried: set[int] = set()
+        retry_after: float | None = None
         for attempt in range(1, policy.max_attempts + 1):
             if len(tried) == len(self._replicas):
-                # Every replica failed this request once: wait, then go round again.
-                await asyncio.sleep(policy.backoff(attempt - len(self._replicas)))
+                # Every replica failed this request once: wait (jittered, or as
+                # the last replica asked), then go round again.
+                await asyncio.sleep(self._round_delay(attempt, retry_after))
                 tried.clear()
             index = self._pick(tried)
             tried.add(index)
@@ -293,6 +297,7 @@ class MultiEndpointClient:
                 self._eject(replica)
             whole = len(failures) == len(outcomes)
             if whole and failures[0].retryable and attempt < policy.max_attempts:
+                retry_after = failures[0].retry_after
                 continue
             if whole and failures[0].retryable:
                 for exc in {id(f): f for f in failures}.values():
@@ -321,9 +326,10 @@ class MultiEndpointClient:
         """
         policy = self.retry
         tried: set[int] = set()
+        retry_after: float | None = None
         for attempt in range(1, policy.max_attempts + 1):
             if len(tried) == len(self._replicas):
-                await asyncio.sleep(policy.backoff(attempt - len(self._replicas)))
+                await asyncio.sleep(self._round_delay(attempt, retry_after))
                 tried.clear()
             index = self._pick(tried)
             tried.add(index)
@@ -348,12 +354,23 @@ class MultiEndpointClient:
                     self._eject(replica)
                 if sent or not exc.retryable or attempt == policy.max_attempts:
                     raise
+                retry_after = exc.retry_after
                 continue
             finally:
                 replica.outstanding -= 1
             replica.samples += 1
             return out
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _round_delay(self, attempt: int, retry_after: float | None) -> float:
+        """The wait once every replica has failed a request: the client's own rule.
+
+        Jittered like :meth:`OpenAICompatClient` retries (a burst of failures
+        does not come back in lockstep), or the last replica's ``Retry-After``.
+        """
+        return self.retry.delay(
+            attempt - len(self._replicas), retry_after=retry_after, rng=self._rng
+        )
 
     async def aclose(self) -> None:
         """Stop health checks and close this loop's sessions."""

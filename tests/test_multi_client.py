@@ -376,3 +376,23 @@ async def test_complete_each_fails_a_whole_request_over_to_another_replica() -> 
     assert len(outcomes) == 3 and all(isinstance(o, Completion) for o in outcomes)
     assert served(live) == 3
     assert client.stats()[0].failures == 1
+
+
+async def test_every_replica_busy_waits_for_retry_after_before_going_round_again() -> None:
+    # Both replicas answer 429 once with Retry-After: 0.4. The second round of
+    # tries must wait for it (the client's own rule), not the 1 ms backoff.
+    async with (
+        ScriptedServer(fail_first=1, failure_status=429, retry_after=0.4) as a,
+        ScriptedServer(fail_first=1, failure_status=429, retry_after=0.4) as b,
+    ):
+        client = MultiEndpointClient([a.base_url, b.base_url], "scripted", retry=FAST)
+        try:
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            (out,) = await client.complete(user("Q"), params=PARAMS)
+            waited = loop.time() - started
+        finally:
+            await client.aclose()
+    assert out.content
+    assert sorted(r.status for r in [*a.requests, *b.requests]) == [200, 429, 429]
+    assert waited >= 0.4, "went round the replicas again before their Retry-After"
