@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from pacore_graph.atomic import write_lines_atomic, write_text_atomic
+from pacore_graph.atomic import write_text_atomic
 from pacore_graph.eval.graders import Grader
 from pacore_graph.prompts import SYNTHESIS_TEMPLATE
 from pacore_graph.rl import require_rl
@@ -42,6 +42,7 @@ from pacore_graph.rl.episodes import (
     episodes_from_run,
     iter_result_runs,
 )
+from pacore_graph.rl.rows import ROW_FORMATS, check_row_format, write_rows
 
 __all__ = [
     "EXPORT_FORMATS",
@@ -55,7 +56,7 @@ __all__ = [
     "write_episodes",
 ]
 
-EXPORT_FORMATS = ("jsonl", "parquet", "hf")
+EXPORT_FORMATS = ROW_FORMATS
 JSONL_NAME = "episodes.jsonl"
 PARQUET_NAME = "episodes.parquet"
 REPORT_NAME = "export_report.json"
@@ -188,8 +189,7 @@ def write_episodes(episodes: Sequence[Episode], out: str | Path, fmt: str = "jso
 
     ``out`` is a folder, or (jsonl and parquet) the episodes file itself.
     """
-    if fmt not in EXPORT_FORMATS:
-        raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(EXPORT_FORMATS)}")
+    check_row_format(fmt)
     target = Path(out)
     file = _episodes_file(target, fmt)
     if file is None:
@@ -198,23 +198,16 @@ def write_episodes(episodes: Sequence[Episode], out: str | Path, fmt: str = "jso
                 f"--out {target} is a file; give a folder, or a .jsonl/.parquet file name"
             )
         target.mkdir(parents=True, exist_ok=True)
-    rows = (e.to_row() for e in episodes)
-    if fmt == "jsonl":
-        path = file or target / JSONL_NAME
-        write_lines_atomic(path, (json.dumps(row, ensure_ascii=False) for row in rows))
-        return [path]
-    require_rl("datasets", "pyarrow")
-    from datasets import Dataset
-
-    dataset = Dataset.from_list(list(rows), features=episode_features())
-    if fmt == "parquet":
-        path = file or target / PARQUET_NAME
-        path.parent.mkdir(parents=True, exist_ok=True)
-        dataset.to_parquet(str(path))
-        return [path]
-    out_dir = target
-    dataset.save_to_disk(str(out_dir))
-    return [out_dir]
+    path = write_rows(
+        (e.to_row() for e in episodes),
+        fmt,
+        target,
+        jsonl_name=JSONL_NAME,
+        parquet_name=PARQUET_NAME,
+        features=episode_features,
+        file=file,
+    )
+    return [path]
 
 
 def _mean(values: Iterable[float]) -> float | None:

@@ -37,11 +37,11 @@ from types import MappingProxyType
 from typing import IO, Any
 
 from pacore_graph.answers import problem_text
-from pacore_graph.atomic import write_lines_atomic
 from pacore_graph.compaction import compactor_from_name
 from pacore_graph.eval.graders import Grader, auto_grader, grade_response, ground_truth_answer
 from pacore_graph.graph import normalize_conversation
 from pacore_graph.prompts import SYNTHESIS_TEMPLATE, synthesis_messages
+from pacore_graph.rl import require_rl
 from pacore_graph.rl.episodes import chat_message
 from pacore_graph.rl.pool import (
     PoolProblem,
@@ -51,6 +51,7 @@ from pacore_graph.rl.pool import (
     read_records,
 )
 from pacore_graph.rl.rewards import decode_ground_truth, encode_ground_truth
+from pacore_graph.rl.rows import ROW_FORMATS, check_row_format, write_jsonl, write_rows
 
 __all__ = [
     "CODE_CATEGORIES",
@@ -74,7 +75,7 @@ __all__ = [
 DEFAULT_THRESHOLDS: Mapping[str, float] = MappingProxyType({"math": 9 / 24, "code": 15 / 24})
 #: Record categories that count as code for the stage-1 threshold.
 CODE_CATEGORIES = frozenset({"code", "coding", "programming", "livecodebench", "swe"})
-TRAINSET_FORMATS = ("jsonl", "parquet", "hf")
+TRAINSET_FORMATS = ROW_FORMATS
 TRAINSET_JSONL = "trainset.jsonl"
 TRAINSET_PARQUET = "trainset.parquet"
 PROBLEMS_JSONL = "problems.jsonl"
@@ -435,6 +436,26 @@ def _draw_prompts(
 # --------------------------------------------------------------------------- writing
 
 
+def trainset_features() -> Any:
+    """The ``datasets.Features`` of a trainset row (see :func:`build_trainset`)."""
+    require_rl("datasets")
+    from datasets import Features, List, Value
+
+    string = Value("string")
+    return Features(
+        {
+            "prompt": List({"role": string, "content": string}),
+            "ground_truth": string,
+            "problem_id": string,
+            "category": string,
+            "prompt_id": string,
+            "num_messages": Value("int64"),
+            "message_indices": List(Value("int64")),
+            "pool_accuracy": Value("float64"),
+        }
+    )
+
+
 def write_trainset(result: TrainsetResult, out: str | Path, fmt: str = "jsonl") -> list[Path]:
     """Write the rows (``jsonl``, ``parquet`` or ``hf``), the per-problem stats and the report.
 
@@ -442,49 +463,26 @@ def write_trainset(result: TrainsetResult, out: str | Path, fmt: str = "jsonl") 
     dataset (``id``, ``messages``, ``ground_truth``), the way to measure the
     synthesis accuracy the stage-2 filter needs.
     """
-    if fmt not in TRAINSET_FORMATS:
-        raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(TRAINSET_FORMATS)}")
+    check_row_format(fmt)
     out_dir = Path(out)
     if out_dir.exists() and not out_dir.is_dir():
         raise ValueError(f"--out {out_dir} is a file; give a folder")
     out_dir.mkdir(parents=True, exist_ok=True)
-    files: list[Path] = []
     rows = [dict(r) for r in result.rows]
-    if fmt == "jsonl":
-        path = out_dir / TRAINSET_JSONL
-        _write_jsonl(path, rows)
-        files.append(path)
-    else:
-        from pacore_graph.rl import require_rl
-
-        require_rl("datasets", "pyarrow")
-        from datasets import Dataset, Features, List, Value
-
-        string = Value("string")
-        features = Features(
-            {
-                "prompt": List({"role": string, "content": string}),
-                "ground_truth": string,
-                "problem_id": string,
-                "category": string,
-                "prompt_id": string,
-                "num_messages": Value("int64"),
-                "message_indices": List(Value("int64")),
-                "pool_accuracy": Value("float64"),
-            }
+    files = [
+        write_rows(
+            rows,
+            fmt,
+            out_dir,
+            jsonl_name=TRAINSET_JSONL,
+            parquet_name=TRAINSET_PARQUET,
+            features=trainset_features,
         )
-        dataset = Dataset.from_list(rows, features=features)
-        if fmt == "parquet":
-            path = out_dir / TRAINSET_PARQUET
-            dataset.to_parquet(str(path))
-            files.append(path)
-        else:
-            dataset.save_to_disk(str(out_dir))
-            files.append(out_dir)
+    ]
     problems_path = out_dir / PROBLEMS_JSONL
-    _write_jsonl(problems_path, [asdict(s) for s in result.problems])
+    write_jsonl(problems_path, [asdict(s) for s in result.problems])
     eval_path = out_dir / EVAL_DATASET_JSONL
-    _write_jsonl(
+    write_jsonl(
         eval_path,
         [
             {
@@ -498,10 +496,6 @@ def write_trainset(result: TrainsetResult, out: str | Path, fmt: str = "jsonl") 
     )
     files += [problems_path, eval_path]
     return files
-
-
-def _write_jsonl(path: Path, rows: Iterable[Mapping[str, Any]]) -> None:
-    write_lines_atomic(path, (json.dumps(row, ensure_ascii=False) for row in rows))
 
 
 def build_trainset_command(
