@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import statistics
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -248,3 +250,19 @@ def test_runs_as_its_own_process_and_reports_ready() -> None:
     finally:
         proc.terminate()
         assert proc.wait(timeout=10) == 0
+
+
+def test_runs_in_a_thread_for_sync_code() -> None:
+    """The lifecycle it shares with ScriptedServer: a private loop in a thread, then stopped."""
+    server = ThroughputServer(lengths=LengthModel(median=5))
+    with server.run_in_thread() as srv:
+        client = openai.OpenAI(base_url=srv.base_url, api_key="x", max_retries=0)
+        reply = client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "q"}], n=3
+        )
+        client.close()
+        assert len(reply.choices) == 3
+        with urllib.request.urlopen(srv.base_url + "/stats", timeout=10) as response:
+            assert json.loads(response.read())["sequences"] == 3
+    with pytest.raises(RuntimeError, match="not running"):
+        _ = server.base_url

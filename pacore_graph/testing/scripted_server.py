@@ -30,22 +30,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import functools
 import hashlib
 import inspect
 import itertools
 import json
 import re
-import signal
-import sys
-import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast, get_args
 
 from aiohttp import web
+
+from pacore_graph.testing.loopback_server import LoopbackServer, serve_until_signalled
 
 __all__ = [
     "DISCONNECT_STATUS",
@@ -246,7 +244,7 @@ class _Choice:
     tool_calls: list[dict[str, Any]]
 
 
-class ScriptedServer:
+class ScriptedServer(LoopbackServer):
     """An aiohttp server speaking the OpenAI chat-completions API from a script.
 
     See the module docstring for the three ways to run it.  ``requests`` is the
@@ -308,10 +306,9 @@ class ScriptedServer:
             raise ValueError("latency and latency_jitter must be >= 0")
         if stream_words_per_chunk < 1:
             raise ValueError("stream_words_per_chunk must be >= 1")
+        super().__init__(host=host, port=port, backlog=backlog, shutdown_timeout=shutdown_timeout)
         self.respond: RespondFn = respond or default_respond
         self.model = model
-        self.host = host
-        self.port = port
         self.reasoning_mode: ReasoningMode = reasoning_mode
         self.latency = latency
         self.latency_jitter = latency_jitter
@@ -325,131 +322,12 @@ class ScriptedServer:
         self.log_requests = log_requests
         self.stream_words_per_chunk = stream_words_per_chunk
         self.stream_chunk_delay = stream_chunk_delay
-        self.backlog = backlog
-        self.shutdown_timeout = shutdown_timeout
 
         self.requests: list[LoggedRequest] = []
         self.request_count = 0
         self._attempts: dict[str, int] = {}
         self._ids = itertools.count()
         self._id_prefix = _stable_hex(time.time_ns(), id(self), size=4)
-        self._runner: web.AppRunner | None = None
-        self._thread: threading.Thread | None = None
-        self._thread_loop: asyncio.AbstractEventLoop | None = None
-
-    # ------------------------------------------------------------------ lifecycle
-
-    @property
-    def base_url(self) -> str:
-        """``http://HOST:PORT/v1``, what an OpenAI client takes as ``base_url``."""
-        if self._runner is None:
-            raise RuntimeError("ScriptedServer is not running")
-        return f"http://{self.host}:{self.port}/v1"
-
-    def make_app(self) -> web.Application:
-        """The aiohttp application (exposed for embedding in another app)."""
-        app = web.Application(client_max_size=64 * 1024 * 1024)
-        app.router.add_post("/v1/chat/completions", self._chat)
-        app.router.add_get("/v1/models", self._models)
-        app.router.add_get("/health", self._health)
-        app.router.add_get("/v1/health", self._health)
-        return app
-
-    async def start(self) -> ScriptedServer:
-        """Bind and start accepting connections; ``self.port`` becomes the real port."""
-        if self._runner is not None:
-            raise RuntimeError("ScriptedServer already started")
-        runner = web.AppRunner(
-            self.make_app(),
-            access_log=None,
-            handle_signals=False,
-            shutdown_timeout=self.shutdown_timeout,
-        )
-        await runner.setup()
-        site = web.TCPSite(
-            runner,
-            self.host,
-            self.port,
-            backlog=self.backlog,
-            reuse_address=True,
-        )
-        try:
-            await site.start()
-        except BaseException:
-            await runner.cleanup()
-            raise
-        self.port = int(runner.addresses[0][1])
-        self._runner = runner
-        return self
-
-    async def stop(self) -> None:
-        """Stop serving; in-flight requests get ``shutdown_timeout`` seconds."""
-        runner, self._runner = self._runner, None
-        if runner is not None:
-            await runner.cleanup()
-
-    async def __aenter__(self) -> ScriptedServer:
-        return await self.start()
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.stop()
-
-    def start_in_thread(self, timeout: float = 10.0) -> ScriptedServer:
-        """Run the server on its own event loop in a daemon thread (for sync code).
-
-        Returns once the socket accepts connections; errors while binding are
-        re-raised here rather than lost in the thread.
-        """
-        if self._thread is not None:
-            raise RuntimeError("ScriptedServer already running in a thread")
-        ready = threading.Event()
-        errors: list[BaseException] = []
-        loop = asyncio.new_event_loop()
-
-        def serve() -> None:
-            asyncio.set_event_loop(loop)
-            try:
-                loop.run_until_complete(self.start())
-            except BaseException as exc:  # handed to the caller below
-                errors.append(exc)
-                ready.set()
-                loop.close()
-                return
-            ready.set()
-            try:
-                loop.run_forever()
-            finally:
-                loop.run_until_complete(self.stop())
-                loop.run_until_complete(loop.shutdown_asyncgens())
-                loop.close()
-
-        thread = threading.Thread(target=serve, name="scripted-server", daemon=True)
-        thread.start()
-        if not ready.wait(timeout):
-            raise TimeoutError("ScriptedServer did not start in time")
-        if errors:
-            thread.join()
-            raise errors[0]
-        self._thread, self._thread_loop = thread, loop
-        return self
-
-    def stop_thread(self, timeout: float = 10.0) -> None:
-        """Stop a server started by :meth:`start_in_thread` and join its thread."""
-        thread, loop = self._thread, self._thread_loop
-        self._thread = self._thread_loop = None
-        if thread is None or loop is None:
-            return
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout)
-
-    @contextlib.contextmanager
-    def run_in_thread(self) -> Iterator[ScriptedServer]:
-        """``with ScriptedServer().run_in_thread() as srv:`` for sync tests and fixtures."""
-        self.start_in_thread()
-        try:
-            yield self
-        finally:
-            self.stop_thread()
 
     # ------------------------------------------------------------------ state
 
@@ -813,15 +691,7 @@ async def _serve(args: argparse.Namespace) -> None:
         log_requests=False,  # nobody can read the log of a separate process
         backlog=args.backlog,
     )
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError):  # Windows
-            loop.add_signal_handler(sig, stop.set)
-    async with server:
-        sys.stdout.write(f"READY {server.base_url}\n")
-        sys.stdout.flush()
-        await stop.wait()
+    await serve_until_signalled(server)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

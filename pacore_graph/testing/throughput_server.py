@@ -33,14 +33,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import hashlib
 import inspect
 import itertools
 import json
 import math
 import random
-import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -49,6 +47,7 @@ from typing import Any
 
 from aiohttp import web
 
+from pacore_graph.testing.loopback_server import LoopbackServer, serve_until_signalled
 from pacore_graph.testing.processor_sharing import ProcessorSharing
 from pacore_graph.testing.scripted_server import (
     ScriptedReply,
@@ -117,8 +116,12 @@ def _shape(reply: ScriptedReply, length: int) -> _Choice:
     return _Choice(" ".join(content_words[:length]), "", length, "length")
 
 
-class ThroughputServer:
+class ThroughputServer(LoopbackServer):
     """The server; ``async with ThroughputServer(...) as srv: srv.base_url``."""
+
+    # a client that goes away cancels its sequences, which is what "cancelled
+    # upstream" means for a straggler.
+    handler_cancellation = True
 
     def __init__(
         self,
@@ -132,18 +135,15 @@ class ThroughputServer:
         port: int = 0,
         backlog: int = 4096,
     ) -> None:
+        super().__init__(host=host, port=port, backlog=backlog)
         self.respond = respond
         self.lengths = lengths or LengthModel()
         self.model = model
-        self.host = host
-        self.port = port
-        self.backlog = backlog
         self._throughput = throughput
         self._cap = per_sequence_cap
         self._sharing: ProcessorSharing | None = None
         self._waiters: dict[int, asyncio.Future[None]] = {}
         self._timer: asyncio.TimerHandle | None = None
-        self._runner: web.AppRunner | None = None
         self._ids = itertools.count(1)
         self._unseeded: dict[bytes, int] = {}
         self.requests = 0
@@ -152,55 +152,18 @@ class ThroughputServer:
 
     # ------------------------------------------------------------------ lifecycle
 
-    @property
-    def base_url(self) -> str:
-        if self._runner is None:
-            raise RuntimeError("ThroughputServer is not running")
-        return f"http://{self.host}:{self.port}/v1"
-
-    def make_app(self) -> web.Application:
-        app = web.Application(client_max_size=64 * 1024 * 1024)
-        app.router.add_post("/v1/chat/completions", self._chat)
-        app.router.add_get("/v1/models", self._models)
+    def _add_routes(self, app: web.Application) -> None:
         for prefix in ("", "/v1"):
-            app.router.add_get(f"{prefix}/health", self._health)
             app.router.add_get(f"{prefix}/stats", self._stats)
             app.router.add_post(f"{prefix}/stats/reset", self._reset)
-        return app
 
-    async def start(self) -> ThroughputServer:
-        if self._runner is not None:
-            raise RuntimeError("ThroughputServer already started")
+    def _on_start(self) -> None:
         loop = asyncio.get_running_loop()
         self._sharing = ProcessorSharing(self._throughput, self._cap, now=loop.time())
-        # handler_cancellation: a client that goes away cancels its sequences,
-        # which is what "cancelled upstream" means for a straggler.
-        runner = web.AppRunner(
-            self.make_app(), access_log=None, handle_signals=False, handler_cancellation=True
-        )
-        await runner.setup()
-        site = web.TCPSite(runner, self.host, self.port, backlog=self.backlog, reuse_address=True)
-        try:
-            await site.start()
-        except BaseException:
-            await runner.cleanup()
-            raise
-        self.port = int(runner.addresses[0][1])
-        self._runner = runner
-        return self
 
-    async def stop(self) -> None:
-        runner, self._runner = self._runner, None
+    def _on_stop(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
-        if runner is not None:
-            await runner.cleanup()
-
-    async def __aenter__(self) -> ThroughputServer:
-        return await self.start()
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.stop()
 
     # ------------------------------------------------------------------ scheduling
 
@@ -397,15 +360,7 @@ async def _serve(args: argparse.Namespace) -> None:
         port=args.port,
         backlog=args.backlog,
     )
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
-    async with server:
-        sys.stdout.write(f"READY {server.base_url}\n")
-        sys.stdout.flush()
-        await stop.wait()
+    await serve_until_signalled(server)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
