@@ -29,12 +29,13 @@ replica is not hammered by its own retry loop first.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import random
 import re
 import time
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,6 +87,16 @@ class _Replica:
         self.ejections = 0
         self.probe: asyncio.Task[None] | None = None
 
+    @contextlib.contextmanager
+    def busy(self, samples: int) -> Iterator[None]:
+        """Count one request of ``samples`` samples as in flight here while it runs."""
+        self.outstanding += samples
+        self.requests += 1
+        try:
+            yield
+        finally:
+            self.outstanding -= samples
+
     def stats(self) -> ReplicaStats:
         return ReplicaStats(
             base_url=self.client.base_url,
@@ -96,6 +107,16 @@ class _Replica:
             failures=self.failures,
             ejections=self.ejections,
         )
+
+
+class _Rotation:
+    """One request's way round the replicas (see :meth:`MultiEndpointClient._next_replica`)."""
+
+    __slots__ = ("retry_after", "tried")
+
+    def __init__(self) -> None:
+        self.tried: set[int] = set()
+        self.retry_after: float | None = None
 
 
 _GAVE_UP = re.compile(r" \(gave up after \d+ attempts?\)$")
@@ -269,35 +290,21 @@ class MultiEndpointClient:
         if n < 1:
             raise ValueError(f"n must be >= 1, got {n}")
         policy = self.retry
-        tried: set[int] = set()
-        retry_after: float | None = None
+        rotation = _Rotation()
         for attempt in range(1, policy.max_attempts + 1):
-            if len(tried) == len(self._replicas):
-                # Every replica failed this request once: wait (jittered, or as
-                # the last replica asked), then go round again.
-                await asyncio.sleep(self._round_delay(attempt, retry_after))
-                tried.clear()
-            index = self._pick(tried)
-            tried.add(index)
-            replica = self._replicas[index]
-            replica.outstanding += n
-            replica.requests += 1
-            try:
+            replica = await self._next_replica(attempt, rotation)
+            with replica.busy(n):
                 outcomes = await replica.client.complete_each(
                     messages, n=n, params=params, seed=seed
                 )
-            finally:
-                replica.outstanding -= n
             failures = [o for o in outcomes if isinstance(o, ModelCallError)]
             replica.samples += len(outcomes) - len(failures)
             if not failures:
                 return outcomes
-            replica.failures += 1
-            if any(_ejects(f) for f in failures):
-                self._eject(replica)
+            self._failed(replica, failures)
             whole = len(failures) == len(outcomes)
             if whole and failures[0].retryable and attempt < policy.max_attempts:
-                retry_after = failures[0].retry_after
+                rotation.retry_after = failures[0].retry_after
                 continue
             if whole and failures[0].retryable:
                 for exc in {id(f): f for f in failures}.values():
@@ -325,15 +332,9 @@ class MultiEndpointClient:
         delta went out, a failure is final (the caller already showed it).
         """
         policy = self.retry
-        tried: set[int] = set()
-        retry_after: float | None = None
+        rotation = _Rotation()
         for attempt in range(1, policy.max_attempts + 1):
-            if len(tried) == len(self._replicas):
-                await asyncio.sleep(self._round_delay(attempt, retry_after))
-                tried.clear()
-            index = self._pick(tried)
-            tried.add(index)
-            replica = self._replicas[index]
+            replica = await self._next_replica(attempt, rotation)
             sent = False
 
             async def forward(kind: str, text: str) -> None:
@@ -341,26 +342,40 @@ class MultiEndpointClient:
                 sent = True
                 await on_delta(kind, text)
 
-            replica.outstanding += 1
-            replica.requests += 1
             try:
-                out = await replica.client.stream(
-                    messages, params=params, seed=seed, on_delta=forward
-                )
+                with replica.busy(1):
+                    out = await replica.client.stream(
+                        messages, params=params, seed=seed, on_delta=forward
+                    )
             except ModelCallError as exc:
-                replica.failures += 1
+                self._failed(replica, [exc])
                 exc.attempts = attempt
-                if _ejects(exc):
-                    self._eject(replica)
                 if sent or not exc.retryable or attempt == policy.max_attempts:
                     raise
-                retry_after = exc.retry_after
+                rotation.retry_after = exc.retry_after
                 continue
-            finally:
-                replica.outstanding -= 1
             replica.samples += 1
             return out
         raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _next_replica(self, attempt: int, rotation: _Rotation) -> _Replica:
+        """The replica for ``attempt``: each at most once per round, least loaded first.
+
+        Once every replica has failed this request, wait (jittered, or as the
+        last replica asked) and go round again.
+        """
+        if len(rotation.tried) == len(self._replicas):
+            await asyncio.sleep(self._round_delay(attempt, rotation.retry_after))
+            rotation.tried.clear()
+        index = self._pick(rotation.tried)
+        rotation.tried.add(index)
+        return self._replicas[index]
+
+    def _failed(self, replica: _Replica, errors: Sequence[ModelCallError]) -> None:
+        """Count a failed request; eject the replica when an error says it is down."""
+        replica.failures += 1
+        if any(_ejects(e) for e in errors):
+            self._eject(replica)
 
     def _round_delay(self, attempt: int, retry_after: float | None) -> float:
         """The wait once every replica has failed a request: the client's own rule.
