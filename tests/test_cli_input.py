@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_support import run_argv
 
 from pacore_graph.cli import EXIT_SKIPPED_INPUT, EXIT_USAGE, build_parser, main
 from pacore_graph.jsonl import BadLine, read_lines
@@ -193,19 +194,7 @@ def test_a_dataset_with_bad_lines_runs_the_rest_and_exits_3(
     ]
     data.write_bytes(b"\n".join(lines) + b"\n")
     out = tmp_path / "out.jsonl"
-    code = main(
-        [
-            "run",
-            "--input",
-            str(data),
-            "--output",
-            str(out),
-            "--rounds",
-            "2",
-            "--json",
-            *base(server),
-        ]
-    )
+    code = main(run_argv(data, out, "2", "--json", *base(server)))
     captured = capsys.readouterr()
     assert code == EXIT_SKIPPED_INPUT
     assert "Traceback" not in captured.err
@@ -248,21 +237,9 @@ def test_a_resumed_run_leaves_one_line_per_id(tmp_path: Path, capsys: Any) -> No
     data = tmp_path / "in.jsonl"
     data.write_text("".join(record(i) + "\n" for i in range(4)), encoding="utf-8")
     out = tmp_path / "out.jsonl"
-    args = [
-        "run",
-        "--input",
-        str(data),
-        "--output",
-        str(out),
-        "--rounds",
-        "2",
-        "--retries",
-        "1",
-        "--model",
-        "scripted",
-        "--no-progress",
-        "--no-batch",
-    ]
+    args = run_argv(
+        data, out, "2", "--retries", "1", "--no-progress", "--no-batch", model="scripted"
+    )
 
     def down_for_question_2(req: ScriptedRequest) -> int | None:
         return 500 if "Question 2?" in req.last_user else None

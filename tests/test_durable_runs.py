@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_support import run_argv
 from pg_support import running_postgres
 
 from pacore_graph.checkpoint import RUN_CHECKPOINT_SUFFIX
@@ -64,20 +65,16 @@ def command(srv: ScriptedServer, data: Path, out: Path, checkpoint: str | None) 
         sys.executable,
         "-m",
         "pacore_graph.cli",
-        "run",
-        "--input",
-        str(data),
-        "--output",
-        str(out),
-        "--rounds",
-        ",".join(map(str, ROUNDS)),
-        "--max-concurrency",
-        str(CONCURRENCY),
-        "--base-url",
-        srv.base_url,
-        "--model",
-        "scripted",
-        "--no-progress",
+        *run_argv(
+            data,
+            out,
+            ",".join(map(str, ROUNDS)),
+            "--max-concurrency",
+            str(CONCURRENCY),
+            "--no-progress",
+            base_url=srv.base_url,
+            model="scripted",
+        ),
     ]
     return argv + (["--checkpoint", checkpoint] if checkpoint else [])
 
@@ -201,20 +198,7 @@ def test_checkpoint_flag_on_eval_and_run(
     # An explicit SQLite file for run --input.
     target = tmp_path / "elsewhere.sqlite"
     out = tmp_path / "r.jsonl"
-    argv = [
-        "run",
-        "--input",
-        str(data),
-        "--output",
-        str(out),
-        "--rounds",
-        "2",
-        "--base-url",
-        server.base_url,
-        "--model",
-        "scripted",
-        "--no-progress",
-    ]
+    argv = run_argv(data, out, "2", "--no-progress", base_url=server.base_url, model="scripted")
     assert main([*argv, "--checkpoint", f"sqlite:///{target}"]) == 0
     assert target.exists() and not (tmp_path / ("r.jsonl" + RUN_CHECKPOINT_SUFFIX)).exists()
     capsys.readouterr()

@@ -18,6 +18,7 @@ from typing import Any
 
 import networkx as nx
 import pytest
+from cli_support import run_argv
 
 from pacore_graph import PaCoReConfig, SamplingParams, ainvoke_pacore, build_pacore_graph
 from pacore_graph.eval.graders import ExactGrader, Grade
@@ -552,22 +553,7 @@ def test_pacore_graph_command_draws_a_dataset_run(tmp_path: Path) -> None:
     )
     out = tmp_path / "results.jsonl"
     with ScriptedServer(model="m").run_in_thread() as srv:
-        code = main(
-            [
-                "run",
-                "--input",
-                str(data),
-                "--output",
-                str(out),
-                "--rounds",
-                "3,2",
-                "--base-url",
-                srv.base_url,
-                "--model",
-                "m",
-                "--no-progress",
-            ]
-        )
+        code = main(run_argv(data, out, "3,2", "--no-progress", base_url=srv.base_url, model="m"))
     assert code == 0
     png, js = tmp_path / "run.png", tmp_path / "run.json"
     assert main(["graph", str(out), "--id", "p1", "--out", str(png), "--json", str(js)]) == 0

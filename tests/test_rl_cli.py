@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
+from cli_support import run_argv
 
 from pacore_graph.cli import main
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
@@ -43,22 +44,16 @@ def results(tmp_path: Path) -> Path:
     out = tmp_path / "results.jsonl"
     with ScriptedServer(solver, model="m").run_in_thread() as srv:
         code = main(
-            [
-                "run",
-                "--input",
-                str(data),
-                "--output",
-                str(out),
-                "--rounds",
+            run_argv(
+                data,
+                out,
                 "4",
-                "--base-url",
-                srv.base_url,
-                "--model",
-                "m",
                 "--logprobs",
                 "--token-ids",
                 "--no-progress",
-            ]
+                base_url=srv.base_url,
+                model="m",
+            )
         )
         bodies = [r.body for r in srv.requests]
     assert code == 0
