@@ -57,7 +57,9 @@ __all__ = [
     "ScriptedToolCall",
     "count_tokens",
     "default_respond",
+    "last_user_text",
     "main",
+    "prompt_tokens",
 ]
 
 try:  # orjson is optional; it roughly halves serialisation time under benchmark load.
@@ -212,6 +214,19 @@ def _text_of(content: Any) -> str:
     if isinstance(content, list):
         return " ".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
     return ""
+
+
+def last_user_text(messages: Sequence[Any]) -> str:
+    """The text of the last user message (what responders script on), or ``""``."""
+    for message in reversed(messages):
+        if isinstance(message, dict) and message.get("role") == "user":
+            return _text_of(message.get("content"))
+    return ""
+
+
+def prompt_tokens(messages: Sequence[Any]) -> int:
+    """The prompt's token count as both fake servers report it in ``usage``."""
+    return sum(count_tokens(_text_of(m.get("content"))) for m in messages if isinstance(m, dict))
 
 
 def _cut_words(text: str, n_words: int) -> str:
@@ -406,11 +421,7 @@ class ScriptedServer(LoopbackServer):
         attempt = self._attempts.get(key, 0)
         self._attempts[key] = attempt + 1
 
-        last_user = ""
-        for message in reversed(messages):
-            if isinstance(message, dict) and message.get("role") == "user":
-                last_user = _text_of(message.get("content"))
-                break
+        last_user = last_user_text(messages)
         params = {k: v for k, v in body.items() if k not in ("model", "messages")}
         model = str(body.get("model") or self.model)
         base = ScriptedRequest(
@@ -465,14 +476,12 @@ class ScriptedServer(LoopbackServer):
             self._log(body, headers, 500)
             return self._error(500, f"responder raised {type(exc).__name__}: {exc}")
 
-        prompt_tokens = sum(
-            count_tokens(_text_of(m.get("content"))) for m in messages if isinstance(m, dict)
-        )
+        prompt_count = prompt_tokens(messages)
         completion_tokens = sum(c.tokens for c in choices)
         usage = {
-            "prompt_tokens": prompt_tokens,
+            "prompt_tokens": prompt_count,
             "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
+            "total_tokens": prompt_count + completion_tokens,
         }
         completion_id = f"chatcmpl-{self._id_prefix}{next(self._ids):x}"
         created = int(time.time())

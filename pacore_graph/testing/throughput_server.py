@@ -52,8 +52,9 @@ from pacore_graph.testing.processor_sharing import ProcessorSharing
 from pacore_graph.testing.scripted_server import (
     ScriptedReply,
     ScriptedRequest,
-    count_tokens,
     default_respond,
+    last_user_text,
+    prompt_tokens,
 )
 
 __all__ = [
@@ -95,14 +96,6 @@ class _Choice:
     reasoning: str
     tokens: int
     finish_reason: str
-
-
-def _text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    return ""
 
 
 def _shape(reply: ScriptedReply, length: int) -> _Choice:
@@ -266,11 +259,7 @@ class ThroughputServer(LoopbackServer):
             return self._error(400, "'max_tokens' must be a positive integer")
         seed = body.get("seed") if isinstance(body.get("seed"), int) else None
 
-        last_user = ""
-        for message in reversed(messages):
-            if isinstance(message, dict) and message.get("role") == "user":
-                last_user = _text_of(message.get("content"))
-                break
+        last_user = last_user_text(messages)
         prompt = json.dumps(messages, sort_keys=True)
         first_index = 0
         if seed is None:  # the k-th unseeded sample of a prompt draws length k
@@ -297,9 +286,7 @@ class ThroughputServer(LoopbackServer):
 
         await self._decode([c.tokens for c in choices])
 
-        prompt_tokens = sum(
-            count_tokens(_text_of(m.get("content"))) for m in messages if isinstance(m, dict)
-        )
+        prompt_count = prompt_tokens(messages)
         completion_tokens = sum(c.tokens for c in choices)
         self.last_response_unix = time.time()
         return web.json_response(
@@ -322,9 +309,9 @@ class ThroughputServer(LoopbackServer):
                     for i, c in enumerate(choices)
                 ],
                 "usage": {
-                    "prompt_tokens": prompt_tokens,
+                    "prompt_tokens": prompt_count,
                     "completion_tokens": completion_tokens,
-                    "total_tokens": prompt_tokens + completion_tokens,
+                    "total_tokens": prompt_count + completion_tokens,
                 },
             }
         )
