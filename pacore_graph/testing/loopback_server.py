@@ -11,6 +11,7 @@ the same, so they live here once.
 from __future__ import annotations
 
 import abc
+import argparse
 import asyncio
 import contextlib
 import signal
@@ -21,7 +22,7 @@ from typing import ClassVar, Self
 
 from aiohttp import web
 
-__all__ = ["LoopbackServer", "serve_until_signalled"]
+__all__ = ["LoopbackServer", "serve_until_signalled", "server_arg_parser"]
 
 
 class LoopbackServer(abc.ABC):
@@ -181,6 +182,16 @@ class LoopbackServer(abc.ABC):
             yield self
         finally:
             self.stop_thread()
+
+
+def server_arg_parser(prog: str, description: str, model: str) -> argparse.ArgumentParser:
+    """The command line every fake server takes (``--host --port --model --backlog``)."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument("--model", default=model)
+    parser.add_argument("--backlog", type=int, default=4096)
+    return parser
 
 
 async def serve_until_signalled(server: LoopbackServer) -> None:

@@ -43,7 +43,11 @@ from typing import Any, Literal, cast, get_args
 
 from aiohttp import web
 
-from pacore_graph.testing.loopback_server import LoopbackServer, serve_until_signalled
+from pacore_graph.testing.loopback_server import (
+    LoopbackServer,
+    serve_until_signalled,
+    server_arg_parser,
+)
 
 __all__ = [
     "DISCONNECT_STATUS",
@@ -662,13 +666,11 @@ def _tool_call_dict(call: ScriptedToolCall, position: int) -> dict[str, Any]:
 
 
 def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m pacore_graph.testing.scripted_server",
-        description="Scripted OpenAI-compatible chat server; prints 'READY <base_url>'.",
+    parser = server_arg_parser(
+        "python -m pacore_graph.testing.scripted_server",
+        "Scripted OpenAI-compatible chat server; prints 'READY <base_url>'.",
+        model="scripted",
     )
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
-    parser.add_argument("--model", default="scripted")
     parser.add_argument("--reasoning-mode", choices=_REASONING_MODES, default="reasoning")
     parser.add_argument(
         "--reasoning-words", type=int, default=6, help="length of the default responder's reasoning"
@@ -679,7 +681,6 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--failure-status", type=int, default=500)
     parser.add_argument("--fail-first", type=int, default=0)
     parser.add_argument("--failure-mode", choices=_FAILURE_MODES, default="status")
-    parser.add_argument("--backlog", type=int, default=4096)
     return parser.parse_args(argv)
 
 

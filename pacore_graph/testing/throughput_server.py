@@ -47,7 +47,11 @@ from typing import Any
 
 from aiohttp import web
 
-from pacore_graph.testing.loopback_server import LoopbackServer, serve_until_signalled
+from pacore_graph.testing.loopback_server import (
+    LoopbackServer,
+    serve_until_signalled,
+    server_arg_parser,
+)
 from pacore_graph.testing.processor_sharing import ProcessorSharing
 from pacore_graph.testing.scripted_server import (
     ScriptedReply,
@@ -321,19 +325,16 @@ class ThroughputServer(LoopbackServer):
 
 
 def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m pacore_graph.testing.throughput_server",
-        description="Throughput-bound OpenAI-compatible chat server; prints 'READY <base_url>'.",
+    parser = server_arg_parser(
+        "python -m pacore_graph.testing.throughput_server",
+        "Throughput-bound OpenAI-compatible chat server; prints 'READY <base_url>'.",
+        model="throughput",
     )
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
-    parser.add_argument("--model", default="throughput")
     parser.add_argument("--throughput", type=float, default=50_000.0, help="tokens/s in all")
     parser.add_argument("--per-sequence-cap", type=float, default=2_000.0, help="tokens/s each")
     parser.add_argument("--median", type=float, default=60.0, help="median completion tokens")
     parser.add_argument("--sigma", type=float, default=1.0, help="lognormal sigma of lengths")
     parser.add_argument("--max-length", type=int, default=32768, help="longest completion")
-    parser.add_argument("--backlog", type=int, default=4096)
     return parser.parse_args(argv)
 
 
