@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import socket
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -323,6 +323,26 @@ async def test_langchain_unreachable_server_raises_model_call_error() -> None:
 
 
 @asynccontextmanager
+async def serving(
+    chat: Callable[[web.Request], Awaitable[web.StreamResponse]],
+) -> AsyncIterator[str]:
+    """A bare server on 127.0.0.1 whose ``/v1/chat/completions`` is ``chat``: its base URL.
+
+    For servers that behave unlike ``ScriptedServer`` on purpose (llama.cpp quirks).
+    """
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", chat)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        yield f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
+    finally:
+        await runner.cleanup()
+
+
+@asynccontextmanager
 async def one_choice_server() -> AsyncIterator[tuple[str, list[dict[str, Any]]]]:
     """A llama.cpp-like server: ignores ``n`` and always answers with one choice."""
     bodies: list[dict[str, Any]] = []
@@ -349,17 +369,8 @@ async def one_choice_server() -> AsyncIterator[tuple[str, list[dict[str, Any]]]]
             }
         )
 
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", chat)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    try:
-        yield f"http://127.0.0.1:{port}/v1", bodies
-    finally:
-        await runner.cleanup()
+    async with serving(chat) as base_url:
+        yield base_url, bodies
 
 
 async def test_direct_client_tops_up_when_server_ignores_n() -> None:
@@ -485,16 +496,8 @@ async def usageless_stream_server(deltas: list[str]) -> AsyncIterator[str]:
         await resp.write(b"data: [DONE]\n\n")
         return resp
 
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", chat)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    try:
-        yield f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
-    finally:
-        await runner.cleanup()
+    async with serving(chat) as base_url:
+        yield base_url
 
 
 async def test_a_stream_without_usage_counts_its_deltas_as_an_estimate() -> None:
