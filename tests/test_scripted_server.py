@@ -95,8 +95,20 @@ def test_answers_depend_on_input_not_on_call_order() -> None:
 
     async def answers(order: list[str]) -> dict[str, str]:
         # Jitter makes completion order differ from send order as well.
-        async with ScriptedServer(latency=0.001, latency_jitter=0.02) as srv:
-            c = client(srv)
+        # The SDK on its aiohttp transport, every call bounded: under heavy load
+        # its default transport once left a response unread in the socket (the
+        # loop idle, 499 bytes queued) until its 600 s timeout. This test is
+        # about the server's answers, so a lost read must fail in seconds.
+        async with (
+            ScriptedServer(latency=0.001, latency_jitter=0.02) as srv,
+            openai.AsyncOpenAI(
+                base_url=srv.base_url,
+                api_key="x",
+                max_retries=0,
+                timeout=30.0,
+                http_client=openai.DefaultAioHttpClient(),
+            ) as c,
+        ):
             resps = await asyncio.gather(
                 *(c.chat.completions.create(model="scripted", messages=user(p)) for p in order)
             )
