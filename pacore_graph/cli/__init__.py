@@ -1,0 +1,101 @@
+"""The ``pacore`` command.
+
+``pacore run "QUESTION"`` answers one question; ``pacore run --input F --output
+G`` runs a dataset. With no ``--base-url`` it starts the embedded model (a
+llama.cpp server on loopback serving SmolLM2-135M-Instruct), runs, and stops
+it.
+
+Exit codes (the same for every command, stated in ``pacore --help``):
+
+- 0: done;
+- 1: a run failed (or a problem of a dataset failed);
+- 2: bad arguments or unusable input (nothing was run);
+- 3: done, but some input lines were skipped (each reported on stderr with
+  its line number); 1 wins when problems also failed.
+
+Every error is one line on stderr (``pacore: error: ...``), never a traceback.
+
+The package holds one module per concept: ``parser`` (every subcommand's
+flags), ``common`` (exit codes, ``UsageError``, argument checks, endpoint,
+client, tracing, checkpoints) and one module per command family (``run``,
+``eval``, ``swe``, ``graph``, ``rl``, ``serve``, ``model``, ``data``). Each
+imports only light modules at the top; heavy ones are imported inside the
+command body, so ``pacore --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from pacore_graph.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_SKIPPED_INPUT,
+    EXIT_USAGE,
+    UsageError,
+    _resolve_settings,
+)
+from pacore_graph.cli.data import _data
+from pacore_graph.cli.eval import _eval
+from pacore_graph.cli.graph import _graph
+from pacore_graph.cli.model import _model
+from pacore_graph.cli.parser import build_parser
+from pacore_graph.cli.rl import _rl
+from pacore_graph.cli.run import _run
+from pacore_graph.cli.serve import _serve
+from pacore_graph.cli.swe import _swe
+from pacore_graph.errors import PaCoReError
+from pacore_graph.options import EMBEDDED_MAX_CONCURRENCY, EMBEDDED_MAX_TOKENS
+
+__all__ = [
+    "EMBEDDED_MAX_CONCURRENCY",
+    "EMBEDDED_MAX_TOKENS",
+    "EXIT_FAILED",
+    "EXIT_OK",
+    "EXIT_SKIPPED_INPUT",
+    "EXIT_USAGE",
+    "build_parser",
+    "main",
+]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    import asyncio  # not before: ``pacore --help`` need not pay for it
+
+    try:
+        _resolve_settings(args)
+        if args.command in ("run", "eval"):
+            from pacore_graph.gc_tuning import fan_out_gc
+
+            with fan_out_gc():  # thousands of explorer tasks: collect less often
+                return asyncio.run(_run(args) if args.command == "run" else _eval(args))
+        if args.command == "data":
+            return _data(args)
+        if args.command == "serve":
+            return _serve(args)
+        if args.command == "graph":
+            return _graph(args)
+        if args.command == "swe":
+            return asyncio.run(_swe(args))
+        if args.command in ("export-episodes", "trainset", "train"):
+            return _rl(args)
+        if args.command == "model":
+            return _model(args)
+    except UsageError as exc:
+        print(f"pacore: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except PaCoReError as exc:
+        print(f"pacore: run failed: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except OSError as exc:
+        # A file that became unwritable mid-run, a full disk: one line, not a traceback.
+        print(f"pacore: error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        print("pacore: interrupted", file=sys.stderr)
+        return 130
+    parser.error(f"unknown command {args.command!r}")
+    return 2  # pragma: no cover

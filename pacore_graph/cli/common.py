@@ -1,0 +1,275 @@
+"""What every ``pacore`` command shares: exit codes, ``UsageError`` and the argument checks.
+
+Also the pieces that turn resolved options into a run: the configuration,
+the endpoint (the embedded model or ``--base-url``), the client, tracing and
+the ``--checkpoint`` saver. Heavy modules are imported inside the functions
+that need them, so importing this module (and ``pacore --help``) stays light.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+import time
+import urllib.parse
+from collections.abc import AsyncIterator, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
+    from pacore_graph.client import ChatClient
+    from pacore_graph.config import PaCoReConfig
+    from pacore_graph.env_settings import PaCoReSettings
+    from pacore_graph.records import PaCoReResult
+    from pacore_graph.tracing import TraceOptions
+
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_OK",
+    "EXIT_SKIPPED_INPUT",
+    "EXIT_USAGE",
+    "UsageError",
+]
+
+
+#: Exit statuses (documented in the package docstring, ``--help`` and the README).
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_SKIPPED_INPUT = 3
+
+
+class UsageError(Exception):
+    """Bad arguments or input: exit code 2."""
+
+
+def _check_base_url(url: str) -> None:
+    """A base URL the clients can use, or a one-line reason why not."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise UsageError(f"--base-url {url!r}: {exc}") from None
+    del port
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(
+            f"--base-url must be an http(s) URL such as http://host:8000/v1; got {url!r}"
+        )
+    if parts.username is not None or parts.password is not None:
+        raise UsageError(
+            "--base-url must not carry credentials (user:pass@); "
+            "give the key with --api-key or PACORE_API_KEY"
+        )
+
+
+def _check_base_urls(urls: Sequence[str] | None) -> None:
+    for url in urls or ():
+        _check_base_url(url)
+
+
+def _readable_file(path: Path, flag: str) -> None:
+    if not path.exists():
+        raise UsageError(f"{flag} {path}: no such file")
+    if path.is_dir():
+        raise UsageError(f"{flag} {path}: is a directory, not a file")
+    if not os.access(path, os.R_OK):
+        raise UsageError(f"{flag} {path}: not readable")
+
+
+def _writable_file(path: Path, flag: str) -> None:
+    """Refuse, before any model call, an output file that could not be written."""
+    if path.is_dir():
+        raise UsageError(f"{flag} {path}: is a directory; give a file name")
+    if path.exists():
+        if not os.access(path, os.W_OK):
+            raise UsageError(f"{flag} {path}: not writable")
+        return
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageError(f"{flag} {path}: cannot create a file in {parent}")
+
+
+def _check_writable(flag: str, path: Path) -> None:
+    """Refuse an output path that cannot be written, before any model call is paid for."""
+    if path.is_dir():
+        raise UsageError(f"{flag} {path}: is a directory")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise UsageError(f"{flag} {path}: {parent} is not a directory")
+    target = path if path.exists() else parent
+    if not os.access(target, os.W_OK):
+        raise UsageError(f"{flag} {path}: not writable")
+
+
+def _utf8_text(text: str, what: str) -> str:
+    """Refuse text holding undecodable bytes (read with surrogateescape) before it is sent."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise UsageError(
+            f"{what} is not valid UTF-8 (undecodable byte at character {exc.start + 1})"
+        ) from None
+    return text
+
+
+def _config(args: argparse.Namespace, embedded: bool) -> PaCoReConfig:
+    """The run configuration: the resolved settings plus this command's round control."""
+    extra: dict[str, Any] = {}
+    for key in ("round_quorum", "round_deadline", "early_stop_consensus", "token_budget"):
+        value = getattr(args, key, None)
+        if value is not None:
+            extra[key] = value
+    settings: PaCoReSettings = args.settings
+    return settings.to_config(embedded=embedded, **extra)
+
+
+def _resolve_settings(args: argparse.Namespace) -> None:
+    """Resolve this command's model options (flag > ``PACORE_*`` > default) onto ``args``.
+
+    Afterwards ``args.settings`` is the :class:`PaCoReSettings` and every
+    option the command lists holds its resolved value, so the command code
+    reads ``args.max_tokens`` whether it came from a flag or the environment.
+    """
+    from pydantic import ValidationError
+
+    from pacore_graph.env_settings import format_settings_error, load_settings
+
+    fields: tuple[str, ...] = getattr(args, "settings_fields", ())
+    if not fields:
+        return
+    try:
+        settings = load_settings({name: getattr(args, name) for name in fields}, only=fields)
+    except ValidationError as exc:
+        raise UsageError(format_settings_error(exc)) from None
+    for name in fields:
+        setattr(args, name, getattr(settings, name))
+    args.settings = settings
+
+
+def _format_validation(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "config"
+        parts.append(f"{where}: {err['msg']}")
+    return "invalid configuration: " + "; ".join(parts)
+
+
+@dataclass
+class _Endpoint:
+    base_urls: list[str]
+    model: str
+
+
+@contextlib.asynccontextmanager
+async def _endpoint(args: argparse.Namespace) -> AsyncIterator[_Endpoint]:
+    if args.base_url and not args.model:
+        raise UsageError("--model is required with --base-url (the served model's name)")
+    if args.base_url:
+        _check_base_urls(args.base_url)
+        yield _Endpoint(list(args.base_url), args.model)
+        return
+    from pacore_graph.embedded import model_endpoint
+
+    print(
+        "starting the embedded model server (SmolLM2-135M-Instruct, llama.cpp)...", file=sys.stderr
+    )
+    started = time.perf_counter()
+    async with model_endpoint(None, None) as (base_url, model):
+        print(
+            f"embedded server ready in {time.perf_counter() - started:.1f}s at {base_url}",
+            file=sys.stderr,
+        )
+        yield _Endpoint([base_url], model)
+
+
+@contextlib.contextmanager
+def _tracing(args: argparse.Namespace) -> Iterator[TraceOptions]:
+    """Trace options for the run; flushes and shuts the exporter down at the end."""
+    from pacore_graph.telemetry import TracingConfigError, configure_tracing, exporter_kinds
+    from pacore_graph.tracing import TraceOptions
+
+    capture = True if args.trace_content else None
+    try:
+        kinds = exporter_kinds(args.trace)  # --trace, else OTEL_TRACES_EXPORTER
+        provider = configure_tracing(kinds) if kinds else None
+    except TracingConfigError as exc:
+        raise UsageError(str(exc)) from None
+    if provider is None:
+        yield TraceOptions(capture_content=capture)
+        return
+    try:
+        yield TraceOptions(tracer_provider=provider, capture_content=capture)
+    finally:
+        provider.shutdown()
+
+
+def _client(args: argparse.Namespace, endpoint: _Endpoint, config: PaCoReConfig) -> ChatClient:
+    from pacore_graph.multi_client import chat_client_for
+
+    if args.client == "langchain":
+        from pacore_graph.langchain_client import LangChainChatClient, make_chat_model
+
+        if len(endpoint.base_urls) > 1:
+            raise UsageError("--client langchain takes one --base-url; use the direct client")
+        chat = make_chat_model(
+            endpoint.base_urls[0],
+            endpoint.model,
+            api_key=args.api_key,
+            sampling=config.sampling,
+            retry=config.retry,
+        )
+        return LangChainChatClient(chat, model=endpoint.model)
+    return chat_client_for(
+        endpoint.base_urls, endpoint.model, api_key=args.api_key, retry=config.retry
+    )
+
+
+def _summary(result: PaCoReResult) -> str:
+    widths = "+".join(str(len(r)) for r in result.rounds)
+    per_round = ", ".join(str(t) for t in result.ttc_per_round)
+    return (
+        f"rounds: {len(result.rounds)} ({widths})  trajectories: {len(result.trajectories)}  "
+        f"failures: {result.failures}  truncated: {result.truncations}  "
+        f"effective TTC: {result.effective_ttc} tokens ({per_round})  "
+        f"wall: {result.wall_s:.1f}s"
+    )
+
+
+def _prepare(args: argparse.Namespace) -> tuple[PaCoReConfig, Any]:
+    """Config and compactor from the shared options; UsageError when they are invalid."""
+    from pydantic import ValidationError
+
+    from pacore_graph.compaction import compactor_from_name
+
+    try:
+        config = _config(args, embedded=not args.base_url)
+    except ValidationError as exc:
+        raise UsageError(_format_validation(exc)) from None
+    try:
+        compactor = compactor_from_name(getattr(args, "compactor", "conclusion"))
+    except (ValueError, ImportError, AttributeError, TypeError) as exc:
+        raise UsageError(str(exc)) from None
+    return config, compactor
+
+
+@contextlib.asynccontextmanager
+async def _checkpointer(
+    spec: str | None, output: Path, *, eval_dir: bool = False
+) -> AsyncIterator[Any]:
+    """The ``--checkpoint`` saver for the block; a UsageError when it cannot be opened."""
+    from pacore_graph.checkpoint import default_checkpoint_path, open_checkpointer
+
+    default = default_checkpoint_path(output, eval_dir=eval_dir)
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            saver = await stack.enter_async_context(open_checkpointer(spec, default))
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        yield saver

@@ -1,0 +1,79 @@
+"""``pacore eval``: PaCoRe against baselines at matched compute, into a resumable folder."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from pacore_graph.cli.common import (
+    EXIT_OK,
+    EXIT_SKIPPED_INPUT,
+    UsageError,
+    _check_base_urls,
+    _checkpointer,
+    _client,
+    _endpoint,
+    _prepare,
+    _readable_file,
+    _tracing,
+)
+
+__all__ = ["_eval"]
+
+
+async def _eval(args: argparse.Namespace) -> int:
+    from pacore_graph.eval.graders import grader_from_name
+    from pacore_graph.eval.harness import run_eval
+    from pacore_graph.eval.methods import parse_methods
+    from pacore_graph.runner import read_dataset
+
+    if args.samples < 1:
+        raise UsageError(f"--samples must be >= 1, got {args.samples}")
+    try:
+        methods = parse_methods(args.methods)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        grader = grader_from_name(args.grader) if args.grader else None
+    except (ValueError, ImportError, TypeError) as exc:
+        raise UsageError(f"--grader: {exc}") from None
+    _readable_file(args.dataset, "--dataset")
+    if args.out.exists() and not args.out.is_dir():
+        raise UsageError(f"--out {args.out}: is a file; pacore eval writes a folder there")
+    _check_base_urls(args.base_url)
+    config, compactor = _prepare(args)
+    records, input_errors = read_dataset(args.dataset)
+    for err in input_errors:
+        print(f"{args.dataset}:{err}", file=sys.stderr)
+    if args.limit is not None:
+        records = records[: max(0, args.limit)]
+    if not records:
+        raise UsageError(f"{args.dataset}: no usable records")
+    async with _endpoint(args) as endpoint:
+        client = _client(args, endpoint, config)
+        try:
+            with _tracing(args) as trace_options:
+                async with _checkpointer(args.checkpoint, args.out, eval_dir=True) as saver:
+                    outcome = await run_eval(
+                        records,
+                        methods,
+                        client,
+                        config=config,
+                        out_dir=args.out,
+                        samples=args.samples,
+                        grader=grader,
+                        compactor=compactor,
+                        progress=not args.no_progress,
+                        meta={"dataset": str(args.dataset)},
+                        tracing=trace_options,
+                        checkpointer=saver,
+                    )
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        finally:
+            aclose = getattr(client, "aclose", None)
+            if aclose is not None:
+                await aclose()
+    print(outcome.report_md.read_text(encoding="utf-8"))
+    print(f"wrote {outcome.report_json}, {outcome.report_md}, {outcome.plot}")
+    return EXIT_SKIPPED_INPUT if input_errors else EXIT_OK

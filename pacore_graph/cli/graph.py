@@ -1,0 +1,37 @@
+"""``pacore graph``: draw one run's message-passing graph from a results file."""
+
+from __future__ import annotations
+
+import argparse
+
+from pacore_graph.cli.common import UsageError
+
+__all__ = ["_graph"]
+
+
+def _graph(args: argparse.Namespace) -> int:
+    from pacore_graph.message_graph import graph_command
+
+    grader = None
+    if args.grader:
+        from pacore_graph.eval.graders import grader_from_name
+
+        try:
+            grader = grader_from_name(args.grader)
+        except (ValueError, ImportError, TypeError) as exc:
+            raise UsageError(f"--grader: {exc}") from None
+    try:
+        path = graph_command(
+            args.results,
+            args.id,
+            args.out,
+            method=args.method,
+            sample=args.sample,
+            json_out=args.json_out,
+            graphml_out=args.graphml,
+            grader=grader,
+        )
+    except FileNotFoundError as exc:
+        raise UsageError(str(exc)) from None
+    print(f"wrote {path}")
+    return 0

@@ -1,0 +1,363 @@
+"""The ``pacore`` argument parser: every subcommand, its flags and their help.
+
+Model options come from one table (:mod:`pacore_graph.options`); this module
+only says which command lists which of them, plus each command's own flags.
+It imports nothing heavy: ``pacore --help`` builds it.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from pacore_graph.filenames import EVAL_CHECKPOINT_FILE, RUN_CHECKPOINT_SUFFIX
+from pacore_graph.options import (
+    MODEL_OPTIONS,
+    SAMPLING_OPTION_NAMES,
+    TEXT_GRAPH_ONLY,
+    add_options,
+)
+
+__all__ = ["build_parser"]
+
+
+_EPILOG = (
+    "exit status: 0 done; 1 a run (or a dataset problem) failed; 2 bad arguments or "
+    "unusable input, nothing run; 3 done, but some input lines were skipped "
+    "(each reported on stderr with its line number)."
+)
+
+
+_GRADER_HELP = (
+    "math | exact | numeric | choice | module:function (default: by each problem's category)"
+)
+
+
+def _quorum(text: str) -> float | int:
+    from pacore_graph.quorum import parse_quorum
+
+    try:
+        return parse_quorum(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _add_round_control_args(p: argparse.ArgumentParser) -> None:
+    """Straggler control, early stop and the token budget: all off unless asked."""
+    p.add_argument(
+        "--round-quorum",
+        type=_quorum,
+        metavar="Q",
+        help="close a round once Q explorers finished: a share of K (0.75) or a count (24); "
+        "the rest are cancelled and recorded as dropped (one request per explorer) "
+        "(default: none, every explorer finishes)",
+    )
+    p.add_argument(
+        "--round-deadline",
+        type=float,
+        metavar="S",
+        help="close a round S seconds after it started (once one explorer finished); "
+        "the rest are cancelled and recorded as dropped (default: none)",
+    )
+    p.add_argument(
+        "--early-stop-consensus",
+        type=float,
+        metavar="F",
+        help="end the run after a round whose answers agree at share >= F (0 < F <= 1) "
+        "(default: none, every round runs)",
+    )
+    p.add_argument(
+        "--token-budget",
+        type=int,
+        metavar="N",
+        help="completion tokens per problem: later rounds shrink K to fit (never below 1) "
+        "(default: none, no budget)",
+    )
+
+
+def _add_model_args(
+    p: argparse.ArgumentParser, *, text_graph: bool = True, shape: bool = False
+) -> None:
+    """Options shared by every command that talks to a model (defined once, in ``options``).
+
+    ``text_graph=False`` (``swe``) leaves out what only the text graph uses
+    (compactor, batching, client choice, log-probs, token ids, progress bar),
+    so no flag is listed that would do nothing. ``shape`` adds ``--preset`` /
+    ``--rounds``.
+    """
+    names = [o.name for o in MODEL_OPTIONS if text_graph or o.name not in TEXT_GRAPH_ONLY]
+    add_options(p, names, shape=shape)
+
+
+def _add_checkpoint_arg(p: argparse.ArgumentParser, default: str) -> None:
+    p.add_argument(
+        "--checkpoint",
+        metavar="URL|none",
+        help=f"where unfinished runs are checkpointed so a killed run resumes (default: SQLite "
+        f"file {default}); postgresql://... for Postgres, sqlite:///path, memory, or none",
+    )
+
+
+class _DefaultsHelpFormatter(argparse.HelpFormatter):
+    """Help that states every option's default.
+
+    An option whose help does not already say its default gets
+    ``(default: X)`` appended; options without a default (``None``) state it
+    in their own help text, and flags (``store_true``) need none.
+    """
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if (
+            action.option_strings
+            and "default" not in text
+            and action.default is not None
+            and action.default is not False
+            and action.default is not argparse.SUPPRESS
+            and action.nargs != 0
+        ):
+            default = action.default
+            if isinstance(default, list) and not default:
+                default = "none"
+            text = f"{text} (default: {default})" if text else f"default: {default}"
+        return text
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose help (and every subcommand's) states defaults."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _DefaultsHelpFormatter)
+        super().__init__(*args, **kwargs)
+
+
+_SETTINGS_EPILOG = (
+    "Model options also read PACORE_<OPTION> environment variables (PACORE_BASE_URL, "
+    "PACORE_MODEL, PACORE_API_KEY, PACORE_MAX_TOKENS, ...): a flag wins over its variable, "
+    "a variable over the default."
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from pacore_graph import __version__
+
+    parser = _Parser(
+        prog="pacore",
+        description="PaCoRe parallel coordinated reasoning on LangGraph.",
+        epilog=f"{_SETTINGS_EPILOG} {_EPILOG}",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    run = sub.add_parser("run", help="answer a question, or run a JSONL dataset", epilog=_EPILOG)
+    run.add_argument("question", nargs="?", help="the question (omit with --input)")
+    run.add_argument("--json", action="store_true", help="print one JSON object")
+    run.add_argument(
+        "--input",
+        type=Path,
+        help="JSONL dataset of {id, messages, ground_truth?} (default: none: answer QUESTION)",
+    )
+    run.add_argument(
+        "--output",
+        type=Path,
+        help="results JSONL: with --input, resumed when it exists (one line per id); "
+        "with a QUESTION, the result's line is written there (default: none, printed only)",
+    )
+    run.add_argument(
+        "--template",
+        type=Path,
+        help="Jinja2 file replacing the synthesis prompt (default: the packaged one)",
+    )
+    _add_checkpoint_arg(run, "OUTPUT" + RUN_CHECKPOINT_SUFFIX)
+    _add_model_args(run, shape=True)
+    _add_round_control_args(run)
+
+    ev = sub.add_parser(
+        "eval", help="compare PaCoRe with baselines at matched compute", epilog=_EPILOG
+    )
+    ev.add_argument("--dataset", type=Path, required=True, help="JSONL with ground_truth answers")
+    ev.add_argument(
+        "--methods",
+        default="pacore:low,single,majority:4",
+        help="comma-separated: pacore:low|medium|high|8+2, single, majority:K, refine:R",
+    )
+    ev.add_argument("--samples", type=int, default=1, help="independent runs per problem")
+    ev.add_argument("--out", type=Path, required=True, help="output directory (resumable)")
+    ev.add_argument("--grader", help=_GRADER_HELP)
+    ev.add_argument(
+        "--limit", type=int, help="only the first N problems of the dataset (default: all)"
+    )
+    _add_checkpoint_arg(ev, "DIR/" + EVAL_CHECKPOINT_FILE)
+    _add_model_args(ev)
+    _add_round_control_args(ev)
+
+    swe = sub.add_parser("swe", help="fix an issue in a repository with parallel tool explorers")
+    swe.add_argument("--repo", type=Path, required=True, help="the repository directory")
+    swe.add_argument("--issue", type=Path, required=True, help="a file with the issue text")
+    swe.add_argument("--test", required=True, help='the test command, e.g. "pytest -q"')
+    swe.add_argument("--max-steps", type=int, default=12, help="model calls per explorer")
+    swe.add_argument(
+        "--diff-out", type=Path, help="write the final diff here (default: none, printed only)"
+    )
+    swe.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_model_args(swe, text_graph=False, shape=True)
+
+    graph = sub.add_parser("graph", help="draw a run's message-passing graph to PNG")
+    graph.add_argument("results", type=Path, help="results.jsonl of pacore run or pacore eval")
+    graph.add_argument("--id", required=True, help="the problem id (request_id / problem_id)")
+    graph.add_argument("--out", type=Path, required=True, help="PNG file to write")
+    graph.add_argument(
+        "--method", help="with pacore eval results: which method's run (default: the only one)"
+    )
+    graph.add_argument(
+        "--sample", type=int, default=0, help="with pacore eval results: which sample"
+    )
+    graph.add_argument(
+        "--json", type=Path, dest="json_out", help="also write node-link JSON (default: none)"
+    )
+    graph.add_argument("--graphml", type=Path, help="also write GraphML (default: none)")
+    graph.add_argument("--grader", help="grader for correctness colours (default: math)")
+
+    ex = sub.add_parser("export-episodes", help="turn run/eval results into RL episodes")
+    ex.add_argument("results", type=Path, nargs="+", help="results.jsonl of pacore run/eval")
+    ex.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="output folder, or with --format jsonl/parquet a file name ending in .jsonl/.parquet",
+    )
+    ex.add_argument("--format", choices=["jsonl", "parquet", "hf"], default="jsonl")
+    ex.add_argument("--grader", help=_GRADER_HELP)
+
+    ts = sub.add_parser(
+        "trainset", help="build a training set with the paper's message-pool recipe"
+    )
+    ts.add_argument("sources", type=Path, nargs="+", help="PaCoRe-Train files or results files")
+    ts.add_argument("--out", type=Path, required=True)
+    ts.add_argument("--format", choices=["jsonl", "parquet", "hf"], default="jsonl")
+    ts.add_argument("--min-messages", type=int, default=16, help="|M| ~ U(min, max)")
+    ts.add_argument("--max-messages", type=int, default=24)
+    ts.add_argument("--prompts-per-problem", type=int, default=1)
+    ts.add_argument("--seed", type=int, default=0, help="seed of the message-pool sampling")
+    ts.add_argument("--math-threshold", type=float, default=9 / 24, help="stage-1 upper bound")
+    ts.add_argument("--code-threshold", type=float, default=15 / 24, help="stage-1 upper bound")
+    ts.add_argument("--no-stage1", action="store_true", help="keep every problem in stage 1")
+    ts.add_argument(
+        "--synthesis-results",
+        type=Path,
+        action="append",
+        default=[],
+        help="synthesis results for the stage-2 filter (repeatable)",
+    )
+    ts.add_argument("--grader", help=_GRADER_HELP)
+    add_options(ts, ["compactor"])
+
+    tr = sub.add_parser("train", help="train with TRL (PPO, GRPO or RLOO) on exported prompts")
+    tr.add_argument("--dataset", type=Path, required=True, help="a trainset or episodes dir/file")
+    tr.add_argument("--model", required=True, help="a local model directory (or hub name)")
+    tr.add_argument(
+        "--algo",
+        choices=["grpo", "rloo", "ppo"],
+        default="grpo",
+        help="ppo: the paper's PPO with a critic (GAE lambda=gamma=1); grpo/rloo: critic-free",
+    )
+    tr.add_argument("--max-steps", type=int, default=10)
+    tr.add_argument(
+        "--output-dir", type=Path, help="where the model is saved (default: DATASET-ALGO beside it)"
+    )
+    tr.add_argument("--num-generations", type=int, default=8)
+    tr.add_argument(
+        "--batch-size",
+        type=int,
+        help="completions per device batch (default: one prompt's "
+        "--num-generations group; 4 prompts with ppo)",
+    )
+    tr.add_argument("--max-completion-length", type=int, default=1024)
+    tr.add_argument("--learning-rate", type=float, default=1e-6)
+    add_options(tr, ["compactor"])
+    tr.add_argument("--grader", help=_GRADER_HELP)
+    tr.add_argument("--seed", type=int, default=0, help="training seed")
+    tr.add_argument("--cpu", action="store_true", help="train on the CPU even if a GPU exists")
+    tr.add_argument(
+        "--config",
+        type=Path,
+        help="YAML or JSON file of TRL config fields (PPOConfig/GRPOConfig/RLOOConfig), "
+        "applied over the flags (default: none)",
+    )
+    tr.add_argument(
+        "--report-to",
+        default="none",
+        help="TRL reporters, comma-separated: none | tensorboard | wandb | trackio ...",
+    )
+    tr.add_argument("--kl-coef", type=float, default=0.0, help="PPO's KL coefficient (default 0)")
+    tr.add_argument(
+        "--scale-rewards",
+        choices=["none", "group", "batch"],
+        default="none",
+        help="GRPO advantage scaling (default none, see docs/rl.md)",
+    )
+    tr.add_argument(
+        "--gradient-checkpointing",
+        action="store_true",
+        help="recompute activations in the backward pass: less memory, more time",
+    )
+
+    model = sub.add_parser(
+        "model", help="the embedded model as a Hugging Face folder, and serving one"
+    )
+    model_sub = model.add_subparsers(dest="model_command", required=True)
+    mexp = model_sub.add_parser(
+        "export", help="write the embedded SmolLM2-135M (packaged GGUF) as a Hugging Face folder"
+    )
+    mexp.add_argument("--out", type=Path, required=True, help="the folder to write")
+    mexp.add_argument("--gguf", type=Path, help="another GGUF file (default: the packaged one)")
+    mexp.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
+    mserve = model_sub.add_parser(
+        "serve", help="serve a model folder as an OpenAI-compatible API on the CPU (honours n)"
+    )
+    mserve.add_argument("model_dir", type=Path, help="a Hugging Face model folder")
+    mserve.add_argument("--host", default="127.0.0.1")
+    mserve.add_argument("--port", type=int, default=8000)
+    mserve.add_argument("--name", help="model name reported to clients (default: folder name)")
+
+    srv = sub.add_parser("serve", help="serve PaCoRe behind an OpenAI-compatible API")
+    srv.add_argument(
+        "--upstream",
+        action="append",
+        required=True,
+        help="OpenAI-compatible model server, e.g. http://gpu1:8000/v1; repeat for replicas",
+    )
+    srv.add_argument("--model", required=True, help="the upstreams' served model name")
+    srv.add_argument("--host", default="127.0.0.1")
+    srv.add_argument("--port", type=int, default=8000)
+    srv.add_argument(
+        "--api-key", help="key clients must send as Bearer (default: $PACORE_SERVE_API_KEY)"
+    )
+    srv.add_argument(
+        "--upstream-api-key", help="key sent upstream (default: $PACORE_API_KEY/$OPENAI_API_KEY)"
+    )
+    srv.add_argument(
+        "--max-concurrency", type=int, default=64, help="PaCoRe runs at once (more get 429)"
+    )
+    srv.add_argument(
+        "--max-samples-in-flight",
+        type=int,
+        default=256,
+        help="upstream sequences in flight at most, over all runs and replicas",
+    )
+    # The sampling options, as for run/eval; a request's own values win over them.
+    add_options(srv, SAMPLING_OPTION_NAMES)
+    srv.add_argument(
+        "--drain-timeout", type=int, default=600, help="seconds SIGTERM waits for runs"
+    )
+    srv.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+
+    data = sub.add_parser("data", help="generate evaluation datasets")
+    data.add_argument("kind", choices=["arithmetic", "easy-arithmetic"])
+    data.add_argument("--n", type=int, default=100, help="number of problems")
+    data.add_argument("--seed", type=int, default=0, help="generator seed")
+    data.add_argument(
+        "--out", type=Path, required=True, help="JSONL file to write (streamed, any --n)"
+    )
+    return parser

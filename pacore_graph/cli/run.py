@@ -1,0 +1,174 @@
+"""``pacore run``: one question (live output or ``--json``), or a JSONL dataset (resumable)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pacore_graph.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_SKIPPED_INPUT,
+    UsageError,
+    _check_base_urls,
+    _checkpointer,
+    _client,
+    _endpoint,
+    _prepare,
+    _readable_file,
+    _summary,
+    _tracing,
+    _utf8_text,
+    _writable_file,
+)
+
+if TYPE_CHECKING:
+    from pacore_graph.config import PaCoReConfig
+    from pacore_graph.records import PaCoReResult
+    from pacore_graph.tracing import TraceOptions
+
+__all__ = ["_run"]
+
+
+async def _run(args: argparse.Namespace) -> int:
+    if args.input is None and not args.question:
+        raise UsageError("give a QUESTION, or --input data.jsonl --output results.jsonl")
+    if args.input is not None and args.question:
+        raise UsageError("give either a QUESTION or --input, not both")
+    if args.input is not None and args.output is None:
+        raise UsageError("--input needs --output (results are written as each problem finishes)")
+    if args.question is not None and not args.question.strip():
+        raise UsageError("empty problem: the question has no text")
+    if args.question is not None:
+        _utf8_text(args.question, "the question")
+    _check_base_urls(args.base_url)
+    config, compactor = _prepare(args)
+    template = _template(args.template)
+    if args.output is not None:
+        _writable_file(args.output, "--output")
+    records: list[Any] = []
+    input_errors: list[Any] = []
+    if args.input is not None:
+        from pacore_graph.runner import read_dataset
+
+        _readable_file(args.input, "--input")
+        records, input_errors = read_dataset(args.input)
+        for err in input_errors:
+            print(f"{args.input}:{err}", file=sys.stderr)
+        if not records:
+            raise UsageError(f"{args.input}: no usable records")
+
+    with _tracing(args) as trace_options:
+        return await _run_with(
+            args, config, compactor, template, records, input_errors, trace_options
+        )
+
+
+async def _run_with(
+    args: argparse.Namespace,
+    config: PaCoReConfig,
+    compactor: Any,
+    template: str,
+    records: list[Any],
+    input_errors: list[Any],
+    trace_options: TraceOptions,
+) -> int:
+    from pacore_graph.graph import ainvoke_pacore, build_pacore_graph
+
+    async with _endpoint(args) as endpoint:
+        client = _client(args, endpoint, config)
+        try:
+            graph = build_pacore_graph(
+                client,
+                config=config,
+                compactor=compactor,
+                template=template,
+                tracing=trace_options,
+            )
+        except (ValueError, TypeError) as exc:
+            raise UsageError(str(exc)) from None
+        try:
+            if args.input is None:
+                if args.json:
+                    result = await ainvoke_pacore(graph, args.question)
+                    if args.output is not None:
+                        _write_question_result(args.output, args.question, result)
+                    print(json.dumps(result.to_dict(), ensure_ascii=False))
+                    return 0
+                from pacore_graph.live import run_live
+
+                result, streamed = await run_live(
+                    graph,
+                    args.question,
+                    err=None if args.no_progress else sys.stderr,
+                    out=sys.stdout if sys.stdout.isatty() else None,
+                )
+                if args.output is not None:
+                    _write_question_result(args.output, args.question, result)
+                if not streamed:
+                    print(result.answer.strip())
+                print()
+                print(_summary(result))
+                return 0
+            from pacore_graph.runner import run_dataset
+
+            async with _checkpointer(args.checkpoint, args.output) as saver:
+                summary = await run_dataset(
+                    graph,
+                    records,
+                    args.output,
+                    progress=not args.no_progress,
+                    max_problems_in_flight=max(config.max_concurrency, 1),
+                    checkpointer=saver,
+                )
+            report = {
+                "output": str(args.output),
+                "problems": summary.total,
+                "skipped_finished": summary.skipped,
+                "succeeded": summary.succeeded,
+                "failed": summary.failed,
+                "input_errors": len(input_errors),
+                "effective_ttc": summary.effective_ttc,
+                "wall_s": round(summary.wall_s, 2),
+            }
+            if args.json:
+                print(json.dumps(report))
+            else:
+                print(" ".join(f"{k}={v}" for k, v in report.items()))
+            if summary.failed:
+                return EXIT_FAILED
+            return EXIT_SKIPPED_INPUT if input_errors else EXIT_OK
+        finally:
+            aclose = getattr(client, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+
+def _template(path: Path | None) -> str:
+    """The synthesis template: the packaged one, or the user's file (read before any call)."""
+    if path is None:
+        from pacore_graph.prompts import SYNTHESIS_TEMPLATE
+
+        return SYNTHESIS_TEMPLATE
+    _readable_file(path, "--template")
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"--template {path}: not UTF-8 text (byte {exc.start})") from None
+
+
+def _write_question_result(path: Path, question: str, result: PaCoReResult) -> None:
+    """``pacore run "Q" --output F``: F gets the run's results line, as a dataset run writes."""
+    from pacore_graph.atomic import write_lines_atomic
+    from pacore_graph.runner import DatasetRecord, result_line
+
+    record = DatasetRecord(
+        id=result.problem_id or "question",
+        messages=({"role": "user", "content": question},),
+        line=1,
+    )
+    write_lines_atomic(path, [json.dumps(result_line(record, result), ensure_ascii=False)])
+    print(f"wrote {path}", file=sys.stderr)
