@@ -138,6 +138,43 @@ def test_allowlist_names_every_record_type() -> None:
     assert {"Trajectory", "ToolCallRecord", "PaCoReResult", "ExploreTask"} <= names
 
 
+def test_fast_serializer_writes_the_bytes_langgraph_would() -> None:
+    """pacore_serde's fast path for records and Send must stay byte-compatible both ways."""
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+    from langgraph.types import Send
+
+    from pacore_graph.explorer import ExploreTask
+    from pacore_graph.records import ToolCallRecord
+
+    traj = Trajectory(
+        round=1,
+        index=2,
+        content="c",
+        tool_calls=(ToolCallRecord(name="t", arguments={"a": 1}, output="o"),),
+        token_ids=(1, 2),
+        logprobs=[{"token": "a", "logprob": -0.5}],
+    )
+    value = {
+        "rounds": ((traj,), (traj, Trajectory(round=2, index=0, error="boom"))),
+        "send": Send("explore", {"x": traj}),
+        "task": ExploreTask(
+            run_id="r",
+            problem_id=None,
+            round=0,
+            index=1,
+            width=2,
+            messages=({"role": "user", "content": "Q"},),
+            params=SamplingParams(),
+        ),
+    }
+    stock = JsonPlusSerializer(allowed_msgpack_modules=sorted(SERDE_ALLOWLIST))
+    fast = pacore_serde()
+    assert fast.dumps_typed(value) == stock.dumps_typed(value)
+    back = stock.loads_typed(fast.dumps_typed(value))
+    assert back["rounds"][1][1] == Trajectory(round=2, index=0, error="boom")
+    assert back["task"] == value["task"]
+
+
 def test_resume_works_under_strict_msgpack() -> None:
     """LANGGRAPH_STRICT_MSGPACK=true refuses unregistered types: the resume must still work."""
     env = {**os.environ, "LANGGRAPH_STRICT_MSGPACK": "true", "PYTHONPATH": str(REPO_ROOT)}
