@@ -61,12 +61,15 @@ __all__ = [
 Durability = Literal["sync", "async", "exit"]
 
 #: Dataset runs checkpoint with this durability, chosen from bench_core's figures
-#: (200 problems at ``high``, 7,400 samples, SQLite, medians of 3 on a loaded
-#: 2-core machine; wall vs the same graph without checkpoints): ``exit`` 0.98x
-#: (but a SIGKILL loses everything), ``sync`` 1.48x at 0 s latency and 2.15x at
-#: 0.5 s, ``async`` 1.79x and 2.15x. ``sync`` also never leaves a task's writes
-#: pointing at a checkpoint that was not saved yet. Above the 1.3x aimed for:
-#: LangGraph re-serialises the whole state at every step.
+#: (200 problems at ``high``, 7,400 samples, SQLite, 2-core machine; wall vs the
+#: same graph without checkpoints in the same run): ``sync`` 1.04x at 0.5 s
+#: server latency (median of 3, load 2.3) and 1.26x at 0 s (median of 5, load
+#: 1.1; 1.41x in a noisier run at load 3.2), ``async`` 1.18x and 1.21x,
+#: ``exit`` 0.91x and 0.86x (but a SIGKILL loses everything). ``sync`` also
+#: never leaves a task's writes pointing at a checkpoint that was not saved
+#: yet. Before :func:`pacore_serde`'s fast path (LangGraph's msgpack hook runs
+#: ~15 type tests per record, one a slow runtime ``Protocol`` check) ``sync``
+#: was 1.48x and 2.15x.
 DEFAULT_DURABILITY: Durability = "sync"
 
 
