@@ -62,9 +62,9 @@ Durability = Literal["sync", "async", "exit"]
 
 #: Dataset runs checkpoint with this durability, chosen from bench_core's figures
 #: (200 problems at ``high``, 7,400 samples, SQLite, 2-core machine; wall vs the
-#: same graph without checkpoints in the same run): ``sync`` 1.04x at 0.5 s
-#: server latency (median of 3, load 2.3) and 1.26x at 0 s (median of 5, load
-#: 1.1; 1.41x in a noisier run at load 3.2), ``async`` 1.18x and 1.21x,
+#: same graph without checkpoints in the same run): ``sync`` 1.04-1.11x at 0.5 s
+#: server latency and 1.25-1.26x at 0 s (medians of 3-5 at load 0.8-2.3; 1.41x
+#: in one noisier run at load 3.2), ``async`` 1.18x and 1.21x,
 #: ``exit`` 0.91x and 0.86x (but a SIGKILL loses everything). ``sync`` also
 #: never leaves a task's writes pointing at a checkpoint that was not saved
 #: yet. Before :func:`pacore_serde`'s fast path (LangGraph's msgpack hook runs
