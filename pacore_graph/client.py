@@ -42,6 +42,7 @@ from pacore_graph.errors import ModelCallError
 from pacore_graph.records import Completion
 from pacore_graph.sampling import (
     NSampler,
+    PerSampleClient,
     SampleOutcome,
     check_encodable,
     first_failure,
@@ -243,7 +244,7 @@ def parse_chat_response(
     return first_failure(parse_chat_choices(data, latency_s=latency_s, model=model))
 
 
-class OpenAICompatClient:
+class OpenAICompatClient(PerSampleClient):
     """Direct OpenAI-compatible chat-completions client over pooled aiohttp.
 
     One ``ClientSession`` per event loop (sessions cannot cross loops), created
@@ -306,16 +307,6 @@ class OpenAICompatClient:
         session = self._sessions.pop(loop, None)
         if session is not None:
             await session.close()
-
-    async def complete(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        *,
-        n: int = 1,
-        params: SamplingParams,
-        seed: int | None = None,
-    ) -> list[Completion]:
-        return first_failure(await self.complete_each(messages, n=n, params=params, seed=seed))
 
     async def complete_each(
         self,

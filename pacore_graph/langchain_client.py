@@ -33,9 +33,9 @@ from pacore_graph.errors import ModelCallError
 from pacore_graph.records import Completion
 from pacore_graph.sampling import (
     NSampler,
+    PerSampleClient,
     SampleOutcome,
     check_encodable,
-    first_failure,
     with_seed,
 )
 
@@ -118,7 +118,7 @@ async def aclose_chat_model(chat_model: Any) -> None:
         await root.close()
 
 
-class LangChainChatClient:
+class LangChainChatClient(PerSampleClient):
     """A :class:`~pacore_graph.client.ChatClient` over any LangChain chat model.
 
     With a ``ChatOpenAI`` the ``n`` samples come from one request; other models
@@ -137,16 +137,6 @@ class LangChainChatClient:
     async def aclose(self) -> None:
         """Close the chat model's async HTTP client (``ChatOpenAI``'s connection pool)."""
         await aclose_chat_model(self.chat_model)
-
-    async def complete(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        *,
-        n: int = 1,
-        params: SamplingParams,
-        seed: int | None = None,
-    ) -> list[Completion]:
-        return first_failure(await self.complete_each(messages, n=n, params=params, seed=seed))
 
     async def complete_each(
         self,

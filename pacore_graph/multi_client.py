@@ -45,7 +45,7 @@ from pacore_graph.client import DeltaCallback, OpenAICompatClient, resolve_api_k
 from pacore_graph.config import RetryPolicy, SamplingParams
 from pacore_graph.errors import ModelCallError
 from pacore_graph.records import Completion
-from pacore_graph.sampling import SampleOutcome, first_failure
+from pacore_graph.sampling import PerSampleClient, SampleOutcome
 
 __all__ = ["MultiEndpointClient", "ReplicaStats", "chat_client_for"]
 
@@ -127,7 +127,7 @@ def _ejects(exc: ModelCallError) -> bool:
     return exc.status is None or exc.status >= 500
 
 
-class MultiEndpointClient:
+class MultiEndpointClient(PerSampleClient):
     """A :class:`~pacore_graph.client.ChatClient` over several replicas of one model.
 
     ``retry`` bounds the attempts of one request across replicas (the default
@@ -262,16 +262,6 @@ class MultiEndpointClient:
             return list(await asyncio.gather(*(one(session, r) for r in self._replicas)))
 
     # ------------------------------------------------------------------ calls
-
-    async def complete(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        *,
-        n: int = 1,
-        params: SamplingParams,
-        seed: int | None = None,
-    ) -> list[Completion]:
-        return first_failure(await self.complete_each(messages, n=n, params=params, seed=seed))
 
     async def complete_each(
         self,

@@ -23,18 +23,23 @@ The result is one outcome per sample: a :class:`Completion` or the
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pacore_graph.errors import ModelCallError
 from pacore_graph.records import Completion
 from pacore_graph.seeds import sample_seed
 
+if TYPE_CHECKING:
+    from pacore_graph.config import SamplingParams
+
 __all__ = [
     "NSampler",
+    "PerSampleClient",
     "RequestFn",
     "SampleOutcome",
     "check_encodable",
@@ -63,6 +68,38 @@ def first_failure(outcomes: Sequence[SampleOutcome]) -> list[Completion]:
         if isinstance(outcome, ModelCallError):
             raise outcome
     return [o for o in outcomes if isinstance(o, Completion)]
+
+
+class PerSampleClient(abc.ABC):
+    """A chat client built on ``complete_each``; ``complete`` is its all-or-nothing view.
+
+    Every shipped client answers per sample (so the batcher can fail only
+    the explorers whose samples failed); this base gives them the one
+    ``complete`` the :class:`~pacore_graph.client.ChatClient` protocol asks
+    for, instead of a copy in each.
+    """
+
+    async def complete(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        n: int = 1,
+        params: SamplingParams,
+        seed: int | None = None,
+    ) -> list[Completion]:
+        """``n`` completions, or the first failed sample's error raised."""
+        return first_failure(await self.complete_each(messages, n=n, params=params, seed=seed))
+
+    @abc.abstractmethod
+    async def complete_each(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        n: int = 1,
+        params: SamplingParams,
+        seed: int | None = None,
+    ) -> list[SampleOutcome]:
+        """One :class:`Completion` or :class:`ModelCallError` per requested sample."""
 
 
 class NSampler:
