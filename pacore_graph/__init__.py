@@ -27,7 +27,13 @@ if TYPE_CHECKING:
     )
     from pacore_graph.config import PRESETS, PaCoReConfig, RetryPolicy, SamplingParams
     from pacore_graph.errors import ModelCallError, PaCoReError, RoundFailedError
-    from pacore_graph.explorer import ChatExplorer, Explorer, ExploreTask, GraphExplorer
+    from pacore_graph.explorer import (
+        ChatExplorer,
+        ExploreGroup,
+        Explorer,
+        ExploreTask,
+        GraphExplorer,
+    )
     from pacore_graph.graph import ainvoke_pacore, build_pacore_graph
     from pacore_graph.limits import SequenceLimiter
     from pacore_graph.prompts import SYNTHESIS_TEMPLATE, render_synthesis, synthesis_messages
@@ -45,6 +51,7 @@ __all__ = [
     "Compactor",
     "Completion",
     "ConclusionCompactor",
+    "ExploreGroup",
     "ExploreTask",
     "Explorer",
     "GraphExplorer",
@@ -88,6 +95,7 @@ _LOCATIONS: dict[str, str] = {
     "RoundFailedError": "errors",
     "ChatExplorer": "explorer",
     "Explorer": "explorer",
+    "ExploreGroup": "explorer",
     "ExploreTask": "explorer",
     "GraphExplorer": "explorer",
     "ainvoke_pacore": "graph",

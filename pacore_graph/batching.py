@@ -1,9 +1,10 @@
 """Coalescing K explorers that share one prompt into ``n``-sample requests.
 
 Every explorer of a round sees the same input P(x, M), so K separate HTTP
-requests carry the same prompt K times. The graph keeps one LangGraph task per
-explorer (records, traces and custom explorers stay per trajectory), while
-this layer joins their first model calls into one request with ``n=K``: vLLM
+requests carry the same prompt K times. Records, traces and stream events stay
+per explorer, while this layer joins their model calls into one request with
+``n=K`` (the graph then sends the round's explorers as one LangGraph task,
+:class:`~pacore_graph.explorer.ExploreGroup`): vLLM
 decodes the K samples with a shared prefix, and the client does 1/K of the
 HTTP work. A group is sent as soon as all K explorers have asked, or after a
 short window when some never do (a custom explorer that skips the call).

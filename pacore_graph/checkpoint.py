@@ -40,7 +40,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.types import Send
 
 from pacore_graph.config import SamplingParams
-from pacore_graph.explorer import ExploreTask
+from pacore_graph.explorer import ExploreGroup, ExploreTask
 from pacore_graph.filenames import EVAL_CHECKPOINT_FILE, RUN_CHECKPOINT_SUFFIX
 from pacore_graph.records import Completion, PaCoReResult, ToolCallRecord, Trajectory
 from pacore_graph.state import RunShape
@@ -81,6 +81,7 @@ _TYPES: tuple[type, ...] = (
     PaCoReResult,
     Completion,
     ExploreTask,
+    ExploreGroup,
     RunShape,
     SamplingParams,
 )

@@ -6,9 +6,13 @@ Topology (see ``tests/snapshots/pacore_graph.mmd``)::
                                                                  +--> finalize -> END
 
 - ``prepare`` checks the problem and starts the run record.
-- ``round`` renders P(x, M_{r-1}) once and fans out one ``Send`` per
-  explorer, each with its index and seed.
-- ``explore`` runs the explorer for one trajectory (see ``explorer.py``).
+- ``round`` renders P(x, M_{r-1}) once and fans out the round's K explorer
+  tasks, each with its index and seed: one ``Send`` per explorer, or, for
+  the plain chat explorer with ``n``-batching (the default), one ``Send``
+  carrying all K (:class:`~pacore_graph.explorer.ExploreGroup`), since its K
+  samples are one ``n=K`` request and come back together.
+- ``explore`` runs the explorer for one trajectory, or a group's K
+  concurrently (see ``explorer.py``).
 - ``compact`` is the fan-in: it applies the compactor to every trajectory,
   keeps the round, and routes to the next round or to ``finalize``.
 - ``finalize`` returns the answer (the final K=1 round's message), the full
@@ -155,6 +159,7 @@ def build_pacore_graph(
         else str(getattr(explorer, "name", None) or type(explorer).__name__),
         name=name,
         limiter=custom_limiter,
+        group_sends=isinstance(explorer, ChatExplorer) and explorer.batcher.enabled,
     )
     builder = StateGraph(PaCoReState, input_schema=PaCoReInput, output_schema=PaCoReOutput)
     builder.add_node("prepare", nodes.prepare)  # fails before any span is opened

@@ -14,6 +14,7 @@ update.
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -30,7 +31,13 @@ from pacore_graph.compaction import Compactor, compactor_from_name
 from pacore_graph.config import PaCoReConfig
 from pacore_graph.consensus import EarlyStop
 from pacore_graph.errors import ModelCallError, RoundFailedError
-from pacore_graph.explorer import Explorer, ExploreTask, GraphExplorer, failed_trajectory
+from pacore_graph.explorer import (
+    ExploreGroup,
+    Explorer,
+    ExploreTask,
+    GraphExplorer,
+    failed_trajectory,
+)
 from pacore_graph.limits import SequenceLimiter
 from pacore_graph.prompts import (
     SYNTHESIS_TEMPLATE,
@@ -94,6 +101,9 @@ class PaCoReNodes:
     limiter: SequenceLimiter | None = None
     """Held (one unit per trajectory) around a custom explorer; None for the chat explorer,
     whose batcher holds one unit per sample itself."""
+    group_sends: bool = False
+    """One ``Send`` per round carrying all K tasks (:class:`ExploreGroup`): set by the
+    builder when the chat explorer's calls are ``n``-batched and so come back together."""
     schedule: tuple[int, ...] = field(init=False)
     quorum: RoundQuorum = field(init=False)
     early_stop: EarlyStop | None = field(init=False)
@@ -177,7 +187,11 @@ class PaCoReNodes:
         return {"prompt": tuple(prompt), "prompt_refs": refs, **control}
 
     async def fan_out(self, state: PaCoReState) -> list[Send]:
-        """One ``Send`` per explorer of the round, each with its index and seed."""
+        """The round's explorer tasks, each with its index and seed, as ``Send``s.
+
+        One ``Send`` per explorer, or one for the whole round when
+        ``group_sends`` (its K samples are one ``n=K`` request).
+        """
         r = state["round"]
         shape = state.get("settings")
         schedule = self.schedule if shape is None else shape.schedule
@@ -187,27 +201,48 @@ class PaCoReNodes:
         run_id, problem_id = state["run_id"], state.get("problem_id")
         base_seed = sampling.seed
         final = self.aggregator is None and r == len(schedule) - 1
-        return [
-            Send(
-                "explore",
-                ExploreTask(
-                    run_id=run_id,
-                    problem_id=problem_id,
-                    round=r,
-                    index=i,
-                    width=width,
-                    messages=prompt,
-                    references=refs,
-                    seed=explorer_seed(base_seed, r, i),
-                    stream=final,
-                    params=sampling,
-                ),
+        tasks = [
+            ExploreTask(
+                run_id=run_id,
+                problem_id=problem_id,
+                round=r,
+                index=i,
+                width=width,
+                messages=prompt,
+                references=refs,
+                seed=explorer_seed(base_seed, r, i),
+                stream=final,
+                params=sampling,
             )
             for i in range(width)
         ]
+        if self.group_sends:
+            return [Send("explore", ExploreGroup(tuple(tasks)))]
+        return [Send("explore", task) for task in tasks]
 
-    async def explore(self, task: ExploreTask, config: RunnableConfig) -> dict[str, Any]:
-        """Run the explorer for one trajectory; a failed call comes back recorded, not raised."""
+    async def explore(
+        self, task: ExploreTask | ExploreGroup, config: RunnableConfig
+    ) -> dict[str, Any]:
+        """Run the explorer for one trajectory, or a group's concurrently.
+
+        A failed call comes back recorded, not raised; a dropped one (round
+        control) comes back as nothing, and ``compact`` records it.
+        """
+        if isinstance(task, ExploreTask):
+            one = await self._explore_one(task, config)
+            return {"pending": [] if one is None else [one]}
+        if len(task.tasks) == 1:
+            found = [await self._explore_one(task.tasks[0], config)]
+        else:
+            try:
+                async with asyncio.TaskGroup() as tg:  # an error in one cancels its siblings
+                    runs = [tg.create_task(self._explore_one(t, config)) for t in task.tasks]
+            except BaseExceptionGroup as errors:  # raised as a lone explorer would raise it
+                raise errors.exceptions[0] from None
+            found = [run.result() for run in runs]
+        return {"pending": [t for t in found if t is not None]}
+
+    async def _explore_one(self, task: ExploreTask, config: RunnableConfig) -> Trajectory | None:
         gate = self._gates.get((task.run_id, task.round)) if self._gates else None
         with self.tracer.explorer(
             task.run_id, task.index, task.references, task.messages, self.explorer_name
@@ -216,12 +251,12 @@ class PaCoReNodes:
                 trajectory = await self._explore_limited(task, config)
             else:
                 outcome = await gate.run(lambda: self._explore_limited(task, config))
-                if outcome is DROPPED:  # recorded by compact() as dropped, not failed
-                    return {"pending": []}
+                if outcome is DROPPED:
+                    return None
                 trajectory = cast(Trajectory, outcome)
             span.record(trajectory)
         progress_writer()(explorer_finished(trajectory))
-        return {"pending": [trajectory]}
+        return trajectory
 
     async def _explore_limited(self, task: ExploreTask, config: RunnableConfig) -> Trajectory:
         if self.limiter is None:
@@ -436,7 +471,9 @@ class PaCoReNodes:
 
     def fail_run(self, state: Any, exc: BaseException) -> None:
         """End the run's open spans with an error (a node raised)."""
-        run_id = state.run_id if isinstance(state, ExploreTask) else state.get("run_id")
+        run_id = (
+            state.run_id if isinstance(state, (ExploreTask, ExploreGroup)) else state.get("run_id")
+        )
         for key in [k for k in self._gates if k[0] == run_id]:
             del self._gates[key]
         self.tracer.fail_run(run_id, exc)

@@ -180,19 +180,46 @@ async def test_composes_as_a_node_of_a_larger_graph() -> None:
     assert len(out["messages"]) == 2  # the question once, then the answer
 
 
-async def test_astream_shows_progress_per_round() -> None:
-    graph = build_pacore_graph(FakeChatClient(reply=numbered), config=PaCoReConfig(rounds=[3, 2]))
+@pytest.mark.parametrize(("batch", "tasks_per_round"), [(True, [1, 1, 1]), (False, [3, 2, 1])])
+async def test_astream_shows_progress_per_round(batch: bool, tasks_per_round: list[int]) -> None:
+    """Batched explorers of a round travel as one ``Send``; unbatched ones as one each."""
+    graph = build_pacore_graph(
+        FakeChatClient(reply=numbered), config=PaCoReConfig(rounds=[3, 2], batch_samples=batch)
+    )
     compacted = []
-    explored = 0
+    tasks: list[int] = []
+    trajectories: list[tuple[int, int]] = []
     async for update in graph.astream(
         {"messages": [{"role": "user", "content": "Q?"}]}, stream_mode="updates"
     ):
         if "explore" in update:
-            explored += 1
+            pending = update["explore"]["pending"]
+            if len(tasks) == len(compacted):
+                tasks.append(0)
+            tasks[-1] += 1
+            trajectories += [(t.round, t.index) for t in pending]
         if "compact" in update:
             compacted.append(update["compact"]["round"])
     assert compacted == [1, 2, 3]
-    assert explored == 3 + 2 + 1
+    assert tasks == tasks_per_round
+    assert sorted(trajectories) == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (2, 0)]
+
+
+async def test_a_batched_round_is_one_request_and_a_bug_surfaces_as_itself() -> None:
+    """A grouped round sends one ``n=K`` request; an unexpected error is not an ExceptionGroup."""
+    client = FakeChatClient(reply=numbered)
+    graph = build_pacore_graph(client, config=PaCoReConfig(rounds=[4, 3]))
+    result = await ainvoke_pacore(graph, "Q?")
+    assert [len(r) for r in result.rounds] == [4, 3, 1]
+    assert client.requests == 3  # one per round
+    assert [c.n for c in client.calls] == [4, 4, 4, 4, 3, 3, 3, 1]
+
+    def broken(call: FakeCall) -> FakeReply:
+        raise LookupError(f"bug in sample {call.sample_index}")
+
+    graph = build_pacore_graph(FakeChatClient(reply=broken), config=PaCoReConfig(rounds=[4]))
+    with pytest.raises(LookupError, match="bug in sample 0"):
+        await ainvoke_pacore(graph, "Q?")
 
 
 def test_topology_snapshot() -> None:
