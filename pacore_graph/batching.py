@@ -19,23 +19,41 @@ caller's seed, so when the request has to be split (a server that ignores
 ``n``) sample ``j`` goes out with ``seed + j``: the seed that caller would
 have sent alone. With a client that reports each sample's outcome
 (``complete_each``) a failed sample fails only its own caller.
+
+Straggler control (``--round-quorum`` / ``--round-deadline``) needs each
+sample as soon as it is done, which a JSON ``n=K`` response cannot give. With
+``stream_samples`` and a client that offers ``stream_each``
+(:class:`~pacore_graph.client.SampleStreamingClient`), a chunk is one
+streamed ``n``-sample request: each caller's future is resolved when its
+choice finishes, and once every caller still waiting has been cancelled (the
+round's gate dropped them) the request is abandoned, which closes the HTTP
+response so the server stops decoding those samples. Without such a client
+the graph falls back to one request per explorer
+(:func:`streams_samples` decides).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import weakref
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pacore_graph.client import ChatClient
+from pacore_graph.client import ChatClient, SampleStreamingClient
 from pacore_graph.config import SamplingParams
+from pacore_graph.errors import ModelCallError
 from pacore_graph.limits import SequenceLimiter
 from pacore_graph.records import Completion
 from pacore_graph.sampling import SampleOutcome
 
-__all__ = ["SampleBatcher"]
+__all__ = ["SampleBatcher", "streams_samples"]
+
+
+def streams_samples(client: object) -> bool:
+    """Whether ``client`` can stream an ``n``-sample request sample by sample."""
+    return isinstance(client, SampleStreamingClient)
 
 
 @dataclass(slots=True)
@@ -64,11 +82,14 @@ class SampleBatcher:
         *,
         enabled: bool = True,
         window_s: float = 0.005,
+        stream_samples: bool = False,
     ) -> None:
         self.client = client
         self.limiter = limiter
         self.params = params
         self.enabled = enabled
+        self.stream_samples = stream_samples and streams_samples(client)
+        """Chunks are streamed requests whose samples resolve one by one (see module doc)."""
         self.window_s = window_s
         self._groups: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, dict[Hashable, _Group]
@@ -131,6 +152,9 @@ class SampleBatcher:
         try:
             async with self.limiter.hold(len(waiters)):
                 outcomes: Sequence[SampleOutcome]
+                if self.stream_samples:
+                    await self._stream(group, waiters, seed)
+                    return
                 if complete_each is not None:
                     outcomes = await complete_each(
                         group.messages, n=len(waiters), params=group.params, seed=seed
@@ -159,17 +183,45 @@ class SampleBatcher:
             if not w.future.done():
                 w.future.set_exception(RuntimeError("the client returned too few samples"))
 
+    async def _stream(self, group: _Group, waiters: list[_Waiter], seed: int | None) -> None:
+        """One streamed request for ``waiters``; each resolved as its sample finishes."""
+        client = self.client
+        assert isinstance(client, SampleStreamingClient)
+        samples = client.stream_each(group.messages, n=len(waiters), params=group.params, seed=seed)
+        async with contextlib.aclosing(samples):
+            async for index, outcome in samples:
+                if 0 <= index < len(waiters):
+                    _settle(waiters[index].future, outcome)
+        for w in waiters:
+            if not w.future.done():
+                w.future.set_exception(ModelCallError("the stream ended without this sample"))
+
+
+def _settle(future: asyncio.Future[Completion], outcome: SampleOutcome) -> None:
+    if future.done():
+        return
+    if isinstance(outcome, BaseException):
+        future.set_exception(outcome)
+    else:
+        future.set_result(outcome)
+
 
 def _cancel_when_abandoned(task: asyncio.Task[None], waiters: list[_Waiter]) -> None:
-    """Cancel a shared fetch once every explorer waiting on it is cancelled.
+    """Cancel a shared fetch once nobody waits on it and somebody gave up.
 
     The fetch runs in its own task, so cancelling a run (a client that went
     away) would otherwise leave it queued on the limiter or retrying, and
-    still send a request nobody reads.
+    still send a request nobody reads. A streamed fetch resolves its callers
+    one by one: once each is either resolved or cancelled (a round's gate
+    dropped the stragglers), cancelling it closes the response and the
+    server stops decoding the dropped samples. Without streaming, futures
+    are resolved only all together, so this is "all cancelled", as before.
     """
 
     def check(_: asyncio.Future[Any]) -> None:
-        if not task.done() and all(w.future.cancelled() for w in waiters):
+        if task.done():
+            return
+        if all(w.future.done() for w in waiters) and any(w.future.cancelled() for w in waiters):
             task.cancel()
 
     for w in waiters:

@@ -26,17 +26,19 @@ one.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import json
 import os
 import random
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import aiohttp
 
+from pacore_graph.choice_stream import ChoiceStream
 from pacore_graph.config import RetryPolicy, SamplingParams
 from pacore_graph.errors import ModelCallError
 from pacore_graph.records import Completion
@@ -48,12 +50,14 @@ from pacore_graph.sampling import (
     first_failure,
     with_seed,
 )
+from pacore_graph.seeds import sample_seed
 
 __all__ = [
     "API_KEY_ENV_VARS",
     "ChatClient",
     "DeltaCallback",
     "OpenAICompatClient",
+    "SampleStreamingClient",
     "apportion",
     "parse_chat_choices",
     "parse_chat_response",
@@ -98,6 +102,29 @@ class ChatClient(Protocol):
         params: SamplingParams,
         seed: int | None = None,
     ) -> list[Completion]: ...
+
+
+@runtime_checkable
+class SampleStreamingClient(Protocol):
+    """A client that can stream one ``n``-sample request, each sample as it finishes.
+
+    ``stream_each`` yields ``(index, outcome)`` for every sample ``0..n-1``
+    exactly once, in the order they finish; closing the iterator (or
+    cancelling the task reading it) abandons the request, and the server
+    stops generating the samples nobody waits for any more. Straggler
+    control uses it to keep a round one ``n=K`` request.
+    """
+
+    model: str
+
+    def stream_each(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        n: int,
+        params: SamplingParams,
+        seed: int | None = None,
+    ) -> AsyncGenerator[tuple[int, SampleOutcome], None]: ...
 
 
 #: Called with ("content" | "reasoning", text) for each streamed delta.
@@ -281,6 +308,7 @@ class OpenAICompatClient(PerSampleClient):
         ] = weakref.WeakKeyDictionary()
         self._sampler = NSampler()
         self._rng = random.Random()
+        self._continuous_usage = True
 
     @property
     def supports_n(self) -> bool | None:
@@ -454,6 +482,179 @@ class OpenAICompatClient(PerSampleClient):
             tokens_estimated=not counted,
             model=self.model,
         )
+
+    async def stream_each(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        n: int,
+        params: SamplingParams,
+        seed: int | None = None,
+    ) -> AsyncGenerator[tuple[int, SampleOutcome], None]:
+        """One ``n``-sample request over SSE; ``(index, outcome)`` as each choice finishes.
+
+        Every index ``0..n-1`` is reported once (a failed sample as its
+        :class:`ModelCallError`); completions carry the request's ``seed``,
+        so sample ``j`` stands for ``seed + j`` as in :meth:`complete_each`.
+        The request is retried only while no sample has been reported; a
+        failure after that fails the samples still running, not those
+        already out. Closing the iterator (``aclose``, a ``break`` under
+        ``contextlib.aclosing``, or cancelling the reading task) closes the
+        HTTP response: the server sees the disconnect and stops generating.
+
+        A server that ignores ``n`` (one choice back) gets the missing samples
+        asked one per request, each with its own seed, as ``complete_each`` does.
+        """
+        if n < 1:
+            raise ValueError(f"n must be >= 1, got {n}")
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": list(messages),
+            **params.request_fields(),
+            "stream": True,
+        }
+        check_encodable(body["messages"])
+        if n > 1:
+            body["n"] = n
+        if seed is not None:
+            body["seed"] = seed
+        missing: list[int] = list(range(n))
+        if n > 1 and self._sampler.supports_n is False:
+            async with contextlib.aclosing(
+                self._singles(body, params.timeout, seed, missing)
+            ) as it:
+                async for item in it:
+                    yield item
+            return
+        policy = self.retry
+        stream = ChoiceStream(n, model=self.model)
+        for attempt in range(1, policy.max_attempts + 1):
+            stream = ChoiceStream(n, model=self.model)
+            reported = False
+            try:
+                async with contextlib.aclosing(
+                    self._stream_choices(body, params.timeout, stream)
+                ) as choices:
+                    async for index, outcome in choices:
+                        reported = True
+                        yield index, with_seed([outcome], seed)[0]
+                break
+            except ModelCallError as exc:
+                exc.attempts = attempt
+                if reported or not exc.retryable or attempt == policy.max_attempts:
+                    if exc.retryable and not reported and attempt > 1:
+                        exc.args = (f"{exc.args[0]} (gave up after {attempt} attempts)",)
+                    for index in stream.unfinished():
+                        yield index, exc
+                    return
+                delay = policy.delay(attempt, retry_after=exc.retry_after, rng=self._rng)
+            await asyncio.sleep(delay)
+        missing = stream.unfinished()
+        if not missing:
+            if n > 1:
+                self._sampler.supports_n = True
+            return
+        if stream.done and n > 1 and stream.seen <= {0}:
+            self._sampler.supports_n = False  # the server ignored n: ask for the rest alone
+            async with contextlib.aclosing(
+                self._singles(body, params.timeout, seed, missing)
+            ) as it:
+                async for item in it:
+                    yield item
+            return
+        cut = ModelCallError(
+            "the stream ended before this sample finished"
+            + ("" if stream.done else " (no [DONE]: the connection was cut)"),
+            retryable=True,
+        )
+        for index in missing:
+            yield index, cut
+
+    def _stream_options(self) -> dict[str, bool]:
+        """Usage on the last chunk, and each choice's running count on its chunks (vLLM)."""
+        options = {"include_usage": True}
+        if self._continuous_usage:
+            options["continuous_usage_stats"] = True
+        return options
+
+    async def _stream_choices(
+        self, body: dict[str, Any], timeout: float, stream: ChoiceStream
+    ) -> AsyncGenerator[tuple[int, SampleOutcome], None]:
+        """One attempt: the choices of one streamed request as they finish."""
+        started = time.perf_counter()
+        body["stream_options"] = self._stream_options()
+        try:
+            async with self._session().post(
+                self._url, json=body, timeout=aiohttp.ClientTimeout(total=timeout)
+            ) as resp:
+                if resp.status != 200:
+                    raw = await resp.read()
+                    detail = raw[:300].decode("utf-8", "replace").strip() or "(empty body)"
+                    if (
+                        resp.status in (400, 422)
+                        and self._continuous_usage
+                        and b"continuous_usage_stats" in raw
+                    ):
+                        # A server that refuses vLLM's option: ask again without it.
+                        self._continuous_usage = False
+                        raise ModelCallError(detail, status=resp.status, retryable=True)
+                    raise ModelCallError(
+                        f"HTTP {resp.status} from {self._url}: {detail}",
+                        status=resp.status,
+                        retryable=retryable_status(resp.status),
+                        retry_after=parse_retry_after(resp.headers.get("Retry-After")),
+                        server_wide=resp.status in _OVERLOADED_STATUS,
+                    )
+                complete = False
+                try:
+                    async for raw_line in resp.content:
+                        line = raw_line.strip()
+                        if not line.startswith(b"data:"):
+                            continue
+                        latency = time.perf_counter() - started
+                        for item in stream.feed(line[5:].strip(), latency_s=latency):
+                            yield item
+                        if stream.done:
+                            break
+                    complete = True
+                finally:
+                    if not complete:
+                        resp.close()  # drop the connection: the server cancels the rest
+        except TimeoutError:
+            raise ModelCallError(
+                f"timed out after {timeout:g}s streaming from {self._url}", retryable=True
+            ) from None
+        except aiohttp.ClientError as exc:
+            raise ModelCallError(
+                f"cannot reach {self._url}: {type(exc).__name__}: {exc}",
+                retryable=True,
+                server_wide=isinstance(exc, aiohttp.ClientConnectorError),
+            ) from None
+
+    async def _singles(
+        self, body: Mapping[str, Any], timeout: float, seed: int | None, indices: list[int]
+    ) -> AsyncGenerator[tuple[int, SampleOutcome], None]:
+        """Samples ``indices`` one JSON request each (seed + j), reported as each returns."""
+        one = {k: v for k, v in body.items() if k not in ("n", "stream", "stream_options")}
+
+        async def fetch(j: int) -> tuple[int, SampleOutcome]:
+            request = dict(one)
+            sample = sample_seed(seed, j)
+            if sample is not None:
+                request["seed"] = sample
+            try:
+                got = with_seed(await self._post_with_retry(request, timeout), sample)
+            except ModelCallError as exc:
+                return j, exc
+            return j, got[0] if got else ModelCallError("server answered with no choices")
+
+        tasks = [asyncio.ensure_future(fetch(j)) for j in indices]
+        try:
+            for next_done in asyncio.as_completed(tasks):
+                yield await next_done
+        finally:
+            for task in tasks:
+                task.cancel()
 
     async def _post_with_retry(
         self, body: Mapping[str, Any], timeout: float

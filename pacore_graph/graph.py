@@ -35,7 +35,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
 from pacore_graph.aggregation import Aggregator
-from pacore_graph.batching import SampleBatcher
+from pacore_graph.batching import SampleBatcher, streams_samples
 from pacore_graph.checkpoint import with_pacore_types
 from pacore_graph.client import ChatClient
 from pacore_graph.compaction import Compactor, compactor_from_name
@@ -124,11 +124,18 @@ def build_pacore_graph(
             raise ValueError("build_pacore_graph needs a client (or an explorer that brings one)")
         if not isinstance(client, ChatClient):
             raise TypeError(f"client must implement ChatClient.complete(...); got {client!r}")
-        # An n=K request returns its samples together: a quorum or deadline can
-        # only cut stragglers when each explorer is its own request.
-        per_explorer = cfg.round_quorum is not None or cfg.round_deadline is not None
+        # A JSON n=K response returns its samples together: a quorum or deadline
+        # can cut stragglers only when each sample arrives on its own, i.e. a
+        # streamed n=K request (a client with stream_each), else one request
+        # per explorer.
+        round_control = cfg.round_quorum is not None or cfg.round_deadline is not None
+        streamed = round_control and streams_samples(client)
         batcher = SampleBatcher(
-            client, limiter, cfg.sampling, enabled=cfg.batch_samples and not per_explorer
+            client,
+            limiter,
+            cfg.sampling,
+            enabled=cfg.batch_samples and (streamed or not round_control),
+            stream_samples=streamed,
         )
         explorer = ChatExplorer(batcher)
     elif not isinstance(explorer, Explorer):

@@ -31,8 +31,11 @@ SLOW_S = 2.0
 
 
 async def slow_by_seed(req: ScriptedRequest) -> ScriptedReply:
-    """Explorers 0 and 1 of each round answer at once; the others take SLOW_S seconds."""
-    seed = req.seed or 0
+    """Explorers 0 and 1 of each round answer at once; the others take SLOW_S seconds.
+
+    Sample j of an ``n``-sample request stands for seed + j (pacore_graph.seeds).
+    """
+    seed = (req.seed or 0) + req.sample_index
     if seed % 1000 >= 2:
         await asyncio.sleep(SLOW_S)
     return ScriptedReply(content=f"explorer {seed % 1000} says \\boxed{{{seed % 1000}}}")
@@ -81,7 +84,9 @@ async def test_quorum_closes_the_round_and_records_the_rest_as_dropped() -> None
         {"round": 1, "planned": 1, "width": 1, "finished": 1, "dropped": []},
     ]  # fmt: skip
     assert result.extra["widths_run"] == [2, 1]
-    assert set(sent) == {None}  # one request per explorer: n=K would return all together
+    # Still one n=K request for the round: streamed, so each sample arrives on its own.
+    assert sent == [4, None]
+    assert [bool(r.body.get("stream")) for r in srv.requests] == [True, False]
 
 
 async def test_deadline_closes_the_round_after_s_seconds() -> None:

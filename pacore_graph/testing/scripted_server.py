@@ -468,6 +468,8 @@ class ScriptedServer(LoopbackServer):
             self._log(body, headers, 400)
             return self._error(400, "'max_tokens' must be an integer")
 
+        if body.get("stream"):
+            return await self._stream(request, body, headers, base, n, limit)
         choices: list[_Choice] = []
         try:
             for i in range(n):
@@ -490,12 +492,6 @@ class ScriptedServer(LoopbackServer):
         completion_id = f"chatcmpl-{self._id_prefix}{next(self._ids):x}"
         created = int(time.time())
         self._log(body, headers, 200)
-        if body.get("stream"):
-            options = params.get("stream_options") or {}
-            include_usage = bool(isinstance(options, dict) and options.get("include_usage"))
-            return await self._stream(
-                request, completion_id, created, model, choices, usage if include_usage else None
-            )
         payload = {
             "id": completion_id,
             "object": "chat.completion",
@@ -569,28 +565,53 @@ class ScriptedServer(LoopbackServer):
     async def _stream(
         self,
         request: web.Request,
-        completion_id: str,
-        created: int,
-        model: str,
-        choices: Sequence[_Choice],
-        usage: dict[str, int] | None,
+        body: dict[str, Any],
+        headers: dict[str, str],
+        base: ScriptedRequest,
+        n: int,
+        limit: int | None,
     ) -> web.StreamResponse:
-        """Server-sent events: role, reasoning and content deltas, finish, usage, [DONE]."""
+        """Server-sent events: per choice its role, reasoning and content deltas and finish.
+
+        The ``n`` responders run concurrently and each choice is sent the
+        moment its reply is ready (choices ready together go in index order),
+        as a server decoding ``n`` sequences does; then usage (when
+        ``stream_options.include_usage``) and ``[DONE]``. With
+        ``continuous_usage_stats`` too, a choice's finish chunk carries its
+        own completion tokens, as vLLM's do. A responder that raises before
+        anything was sent makes the answer a 500; after that, an error event
+        (vLLM's shape) then ``[DONE]``, the other choices abandoned.
+        """
+        options = body.get("stream_options")
+        options = options if isinstance(options, dict) else {}
+        include_usage = bool(options.get("include_usage"))
+        continuous = include_usage and bool(options.get("continuous_usage_stats"))
+        model = base.model
+        prompt_count = prompt_tokens(base.messages)
         head = {
-            "id": completion_id,
+            "id": f"chatcmpl-{self._id_prefix}{next(self._ids):x}",
             "object": "chat.completion.chunk",
-            "created": created,
+            "created": int(time.time()),
             "model": model,
         }
 
-        def chunk(index: int, delta: dict[str, Any], finish: str | None = None) -> bytes:
+        def chunk(
+            index: int, delta: dict[str, Any], finish: str | None = None, tokens: int | None = None
+        ) -> bytes:
             choice = {"index": index, "delta": delta, "logprobs": None, "finish_reason": finish}
-            return b"data: " + _dumps({**head, "choices": [choice]}) + b"\n\n"
+            event: dict[str, Any] = {**head, "choices": [choice]}
+            if tokens is not None:
+                event["usage"] = {
+                    "prompt_tokens": prompt_count,
+                    "completion_tokens": tokens,
+                    "total_tokens": prompt_count + tokens,
+                }
+            return b"data: " + _dumps(event) + b"\n\n"
 
-        events: list[bytes] = []
         size = self.stream_words_per_chunk
-        for i, c in enumerate(choices):
-            events.append(chunk(i, {"role": "assistant", "content": ""}))
+
+        def events_of(i: int, c: _Choice) -> list[bytes]:
+            events = [chunk(i, {"role": "assistant", "content": ""})]
             if c.reasoning:
                 field_name = self.reasoning_mode
                 events.extend(chunk(i, {field_name: p}) for p in _pieces(c.reasoning, size))
@@ -599,23 +620,79 @@ class ScriptedServer(LoopbackServer):
             if c.tool_calls:
                 calls = [{"index": k, **call} for k, call in enumerate(c.tool_calls)]
                 events.append(chunk(i, {"tool_calls": calls}))
-            events.append(chunk(i, {}, c.finish_reason))
-        if usage is not None:
-            events.append(b"data: " + _dumps({**head, "choices": [], "usage": usage}) + b"\n\n")
-        events.append(b"data: [DONE]\n\n")
+            events.append(chunk(i, {}, c.finish_reason, c.tokens if continuous else None))
+            return events
 
-        response = web.StreamResponse(
-            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
-        )
-        await response.prepare(request)
+        async def render(i: int) -> _Choice:
+            result = self.respond(base if i == 0 else _replace_index(base, i))
+            if inspect.isawaitable(result):
+                result = await result
+            return self._render(cast(RespondResult, result), limit)
+
+        tasks = [asyncio.ensure_future(render(i)) for i in range(n)]
+        index_of: dict[asyncio.Future[_Choice], int] = {t: i for i, t in enumerate(tasks)}
+        response: web.StreamResponse | None = None
+        completion_tokens = 0
+        try:
+            pending: set[asyncio.Future[_Choice]] = set(tasks)
+            while pending:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                events: list[bytes] = []
+                failed: BaseException | None = None
+                for task in sorted(done, key=index_of.__getitem__):
+                    if task.exception() is not None:
+                        failed = failed or task.exception()
+                        continue
+                    c = task.result()
+                    completion_tokens += c.tokens
+                    events.extend(events_of(index_of[task], c))
+                if failed is not None and response is None:
+                    # Nothing sent yet: a broken responder is a test bug, surfaced as a 500.
+                    self._log(body, headers, 500)
+                    what = f"{type(failed).__name__}: {failed}"
+                    return self._error(500, f"responder raised {what}")
+                if response is None:
+                    self._log(body, headers, 200)
+                    response = web.StreamResponse(
+                        headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+                    )
+                    await response.prepare(request)
+                if failed is not None:
+                    error = {
+                        "message": f"responder raised {type(failed).__name__}: {failed}",
+                        "type": "InternalServerError",
+                        "code": 500,
+                    }
+                    events.append(b"data: " + _dumps({"error": error}) + b"\n\n")
+                    events.append(b"data: [DONE]\n\n")
+                    await self._write(response, events)
+                    await response.write_eof()
+                    return response
+                await self._write(response, events)
+        finally:
+            for task in tasks:
+                task.cancel()
+        assert response is not None  # n >= 1, so at least one round of the loop ran
+        tail: list[bytes] = []
+        if include_usage:
+            usage = {
+                "prompt_tokens": prompt_count,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_count + completion_tokens,
+            }
+            tail.append(b"data: " + _dumps({**head, "choices": [], "usage": usage}) + b"\n\n")
+        tail.append(b"data: [DONE]\n\n")
+        await self._write(response, tail)
+        await response.write_eof()
+        return response
+
+    async def _write(self, response: web.StreamResponse, events: list[bytes]) -> None:
         if self.stream_chunk_delay > 0:
             for event in events:
                 await response.write(event)
                 await asyncio.sleep(self.stream_chunk_delay)
-        else:
+        elif events:
             await response.write(b"".join(events))
-        await response.write_eof()
-        return response
 
 
 def _replace_index(base: ScriptedRequest, index: int) -> ScriptedRequest:

@@ -14,8 +14,10 @@ index when a seed is sent, else by a stable hash of the prompt and the
 sample's position among all unseeded samples of that same prompt so far (so
 ``n=K`` in one request and K requests with ``n=1`` draw the same K lengths,
 as K samples from a real server would differ); runs are reproducible.
-``max_tokens`` truncates a length (finish reason ``length``). A response is
-sent when all its ``n`` choices are done. A client that disconnects cancels
+``max_tokens`` truncates a length (finish reason ``length``). A JSON response
+is sent when all its ``n`` choices are done; a streamed one (``"stream":
+true``) sends each choice whole the moment it is done, as SSE chunks shaped
+like vLLM's (``continuous_usage_stats`` honoured). A client that disconnects cancels
 its sequences (the tokens they got still count). Prefill is free: the model
 is decode-bound.
 
@@ -184,22 +186,32 @@ class ThroughputServer(LoopbackServer):
         if when is not None:
             self._timer = loop.call_at(when, self._reschedule)
 
-    async def _decode(self, lengths: list[int]) -> None:
-        """Decode sequences of these lengths concurrently with everything else."""
+    def _admit(self, lengths: list[int]) -> tuple[list[int], list[asyncio.Future[None]]]:
+        """Start decoding sequences of these lengths; a future per sequence says it is done."""
         loop = asyncio.get_running_loop()
         sharing = self._share()
         ids = [sharing.admit(loop.time(), n) for n in lengths]
-        waiters = [loop.create_future() for _ in ids]
+        waiters: list[asyncio.Future[None]] = [loop.create_future() for _ in ids]
         self._waiters.update(zip(ids, waiters, strict=True))
         self._reschedule()
+        return ids, waiters
+
+    def _cancel(self, ids: list[int]) -> None:
+        """Stop the sequences of ``ids`` that are still decoding (their client went away)."""
+        now = asyncio.get_running_loop().time()
+        sharing = self._share()
+        for seq_id in ids:
+            if self._waiters.pop(seq_id, None) is not None:
+                sharing.cancel(now, seq_id)
+        self._reschedule()
+
+    async def _decode(self, lengths: list[int]) -> None:
+        """Decode sequences of these lengths concurrently with everything else."""
+        ids, waiters = self._admit(lengths)
         try:
             await asyncio.gather(*waiters)
         except asyncio.CancelledError:
-            now = loop.time()
-            for seq_id in ids:
-                if self._waiters.pop(seq_id, None) is not None:
-                    sharing.cancel(now, seq_id)
-            self._reschedule()
+            self._cancel(ids)
             raise
 
     # ------------------------------------------------------------------ handlers
@@ -241,7 +253,7 @@ class ThroughputServer(LoopbackServer):
         body = {"error": {"message": message, "type": "invalid_request_error", "code": status}}
         return web.json_response(body, status=status)
 
-    async def _chat(self, request: web.Request) -> web.Response:
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
         self.requests += 1
         if self.first_request_unix is None:
             self.first_request_unix = time.time()
@@ -252,8 +264,6 @@ class ThroughputServer(LoopbackServer):
         messages = body.get("messages") if isinstance(body, dict) else None
         if not isinstance(messages, list) or not messages:
             return self._error(400, "'messages' must be a non-empty list")
-        if body.get("stream"):
-            return self._error(400, "this server does not stream")
         n = body.get("n")
         n = 1 if n is None else n
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
@@ -288,9 +298,22 @@ class ThroughputServer(LoopbackServer):
                 choice = _Choice(choice.content, choice.reasoning, choice.tokens, "length")
             choices.append(choice)
 
+        prompt_count = prompt_tokens(messages)
+        if body.get("stream"):
+            options = body.get("stream_options")
+            options = options if isinstance(options, dict) else {}
+            return await self._stream(
+                request,
+                choices,
+                model=model,
+                prompt_count=prompt_count,
+                usage=bool(options.get("include_usage")),
+                continuous=bool(options.get("include_usage"))
+                and bool(options.get("continuous_usage_stats")),
+            )
+
         await self._decode([c.tokens for c in choices])
 
-        prompt_count = prompt_tokens(messages)
         completion_tokens = sum(c.tokens for c in choices)
         self.last_response_unix = time.time()
         return web.json_response(
@@ -319,6 +342,91 @@ class ThroughputServer(LoopbackServer):
                 },
             }
         )
+
+    async def _stream(
+        self,
+        request: web.Request,
+        choices: list[_Choice],
+        *,
+        model: str,
+        prompt_count: int,
+        usage: bool,
+        continuous: bool,
+    ) -> web.StreamResponse:
+        """Server-sent events, each choice sent whole the moment its sequence finishes.
+
+        As vLLM does for ``n``: a role chunk per choice first, then per
+        choice its reasoning and content deltas and its ``finish_reason``
+        (with that choice's running usage when ``continuous_usage_stats`` is
+        asked), the request's usage last (``include_usage``), then ``[DONE]``.
+        A client that disconnects cancels the sequences still decoding.
+        """
+        head = {
+            "id": f"chatcmpl-tp{next(self._ids):x}",
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": model,
+        }
+
+        def event(index: int, delta: dict[str, Any], finish: str | None, tokens: int) -> bytes:
+            chunk: dict[str, Any] = {
+                **head,
+                "choices": [
+                    {"index": index, "delta": delta, "logprobs": None, "finish_reason": finish}
+                ],
+            }
+            if continuous:
+                chunk["usage"] = {
+                    "prompt_tokens": prompt_count,
+                    "completion_tokens": tokens,
+                    "total_tokens": prompt_count + tokens,
+                }
+            return b"data: " + json.dumps(chunk).encode() + b"\n\n"
+
+        ids, waiters = self._admit([c.tokens for c in choices])
+        index_of = {waiter: i for i, waiter in enumerate(waiters)}
+        response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+        try:
+            await response.prepare(request)
+            await response.write(
+                b"".join(
+                    event(i, {"role": "assistant", "content": ""}, None, 0)
+                    for i in range(len(choices))
+                )
+            )
+            pending = set(waiters)
+            while pending:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                out: list[bytes] = []
+                for i in sorted(index_of[w] for w in done):
+                    c = choices[i]
+                    if c.reasoning:
+                        out.append(event(i, {"reasoning": c.reasoning}, None, c.tokens))
+                    out.append(event(i, {"content": c.content}, None, c.tokens))
+                    out.append(event(i, {}, c.finish_reason, c.tokens))
+                await response.write(b"".join(out))
+            if usage:
+                total = sum(c.tokens for c in choices)
+                last = {
+                    **head,
+                    "choices": [],
+                    "usage": {
+                        "prompt_tokens": prompt_count,
+                        "completion_tokens": total,
+                        "total_tokens": prompt_count + total,
+                    },
+                }
+                await response.write(b"data: " + json.dumps(last).encode() + b"\n\n")
+            await response.write(b"data: [DONE]\n\n")
+            await response.write_eof()
+        except BaseException:
+            # Disconnected (the handler is cancelled, or a write failed): stop decoding.
+            self._cancel(ids)
+            raise
+        self.last_response_unix = time.time()
+        return response
 
 
 # ---------------------------------------------------------------------- command line

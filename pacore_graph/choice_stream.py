@@ -1,0 +1,175 @@
+"""Reading one streamed ``n``-sample chat completion, choice by choice.
+
+Why: an ``n=K`` JSON response returns its K samples together, so nothing can
+be done with the first sample before the last one is finished. Over
+server-sent events (``"stream": true``; vLLM streams ``n`` choices, each chunk
+naming its choice by ``choices[i].index``) every choice ends on its own with
+its ``finish_reason``: straggler control (:mod:`pacore_graph.quorum`) can
+take the early samples and cancel the rest of the request by disconnecting.
+
+:class:`ChoiceStream` turns the stream's events into one outcome per choice
+as soon as that choice finishes. Token counts: vLLM's
+``stream_options.continuous_usage_stats`` puts the choice's running
+``completion_tokens`` on each chunk (exact); else per-delta logprobs or token
+ids are counted (exact); else each text delta counts as one token, which is
+how vLLM streams by default, and the count is marked ``tokens_estimated``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pacore_graph.errors import ModelCallError
+from pacore_graph.records import Completion
+from pacore_graph.sampling import SampleOutcome
+
+__all__ = ["ChoiceStream"]
+
+
+@dataclass(slots=True)
+class _Choice:
+    content: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    text_deltas: int = 0
+    tool_calls: bool = False
+    usage_tokens: int | None = None
+    logprobs: list[Any] | None = None
+    token_ids: list[int] | None = None
+
+
+class ChoiceStream:
+    """Collects the chunks of one streamed request; reports each choice when it ends."""
+
+    def __init__(self, n: int, *, model: str | None = None) -> None:
+        self.n = n
+        self.model = model
+        self.prompt_tokens = 0
+        self.finished: set[int] = set()
+        self.seen: set[int] = set()
+        self.done = False
+        """``data: [DONE]`` arrived."""
+        self._choices: dict[int, _Choice] = {}
+
+    def feed(self, payload: bytes, *, latency_s: float) -> list[tuple[int, SampleOutcome]]:
+        """One ``data:`` payload in; the choices it finished out (index, outcome).
+
+        Raises :class:`ModelCallError` for an error event or an invalid one.
+        """
+        if payload == b"[DONE]":
+            self.done = True
+            return []
+        try:
+            event = json.loads(payload)
+        except ValueError:
+            raise ModelCallError(
+                f"server sent an invalid stream event: {payload[:200]!r}", retryable=True
+            ) from None
+        if not isinstance(event, dict):
+            raise ModelCallError(
+                f"server sent a stream event that is not an object: {payload[:200]!r}"
+            )
+        if "error" in event or event.get("object") == "error":
+            raise _stream_error(event)
+        self.model = event.get("model") or self.model
+        choices = event.get("choices") or ()
+        usage = event.get("usage")
+        if isinstance(usage, Mapping) and usage.get("prompt_tokens") is not None:
+            self.prompt_tokens = int(usage.get("prompt_tokens") or 0)
+        out: list[tuple[int, SampleOutcome]] = []
+        for raw in choices:
+            if not isinstance(raw, Mapping):
+                continue
+            index = raw.get("index", 0)
+            if not isinstance(index, int) or not 0 <= index < self.n or index in self.finished:
+                continue
+            self.seen.add(index)
+            choice = self._choices.setdefault(index, _Choice())
+            _take_delta(choice, raw)
+            # Continuous usage is per choice only when the chunk carries one choice.
+            if isinstance(usage, Mapping) and len(choices) == 1:
+                tokens = usage.get("completion_tokens")
+                if isinstance(tokens, int):
+                    choice.usage_tokens = tokens
+            finish = raw.get("finish_reason")
+            if finish is not None:
+                self.finished.add(index)
+                out.append((index, self._outcome(index, choice, str(finish), latency_s)))
+        return out
+
+    def unfinished(self) -> list[int]:
+        """Choices that have not ended, in index order."""
+        return [i for i in range(self.n) if i not in self.finished]
+
+    def _outcome(self, index: int, choice: _Choice, finish: str, latency_s: float) -> SampleOutcome:
+        del self._choices[index]  # its text now lives in the outcome only
+        if not choice.content and not choice.tool_calls:
+            # The streamed form of ``content: null``: a failure with its cause, not "".
+            why = f"finish_reason={finish!r}"
+            if choice.reasoning:
+                chars = sum(map(len, choice.reasoning))
+                why += f", {chars} characters of reasoning and no answer"
+            return ModelCallError(f"server returned no content (streamed none, {why})")
+        if choice.usage_tokens is not None:
+            tokens, estimated = choice.usage_tokens, False
+        elif choice.logprobs is not None:
+            tokens, estimated = len(choice.logprobs), False
+        elif choice.token_ids is not None:
+            tokens, estimated = len(choice.token_ids), False
+        else:
+            tokens, estimated = choice.text_deltas, True
+        return Completion(
+            content="".join(choice.content),
+            reasoning="".join(choice.reasoning) if choice.reasoning else None,
+            finish_reason=finish,
+            prompt_tokens=self.prompt_tokens,
+            completion_tokens=tokens,
+            latency_s=latency_s,
+            tokens_estimated=estimated,
+            logprobs={"content": choice.logprobs} if choice.logprobs is not None else None,
+            token_ids=tuple(choice.token_ids) if choice.token_ids is not None else None,
+            model=self.model,
+        )
+
+
+def _take_delta(choice: _Choice, raw: Mapping[str, Any]) -> None:
+    delta = raw.get("delta") or {}
+    think = delta.get("reasoning") or delta.get("reasoning_content")
+    if think:
+        choice.reasoning.append(think)
+        choice.text_deltas += 1
+    if delta.get("content"):
+        choice.content.append(delta["content"])
+        choice.text_deltas += 1
+    if delta.get("tool_calls"):
+        choice.tool_calls = True
+    logprobs = raw.get("logprobs")
+    if isinstance(logprobs, Mapping) and isinstance(logprobs.get("content"), list):
+        choice.logprobs = (choice.logprobs or []) + logprobs["content"]
+    token_ids = raw.get("token_ids")
+    if isinstance(token_ids, list):
+        choice.token_ids = (choice.token_ids or []) + token_ids
+
+
+def _stream_error(event: Mapping[str, Any]) -> ModelCallError:
+    """The error event a server sends when generation fails after the stream began.
+
+    vLLM sends ``{"error": {"message", "type", "code"}}`` (older versions the
+    fields at the top level, with ``"object": "error"``) and then ``[DONE]``.
+    """
+    from pacore_graph.client import retryable_status  # client imports this module
+
+    error = event.get("error")
+    detail = error if isinstance(error, Mapping) else event
+    message = str(detail.get("message") or json.dumps(dict(event))[:300])
+    code = detail.get("code")
+    status = (
+        int(code) if isinstance(code, int) or (isinstance(code, str) and code.isdigit()) else None
+    )
+    return ModelCallError(
+        f"server reported an error mid-stream: {message}",
+        status=status,
+        retryable=status is None or retryable_status(status),
+    )
