@@ -15,7 +15,10 @@ a fresh process against it, the server's counters reset before each run:
 - ``pacore-run``: ``pacore run --input ... --preset high`` as a whole process
   (start-up included); also reports when its first request reached the server.
 - ``pacore-q90`` / ``pacore-q75``: ``pacore run`` with ``--round-quorum 0.9``
-  / ``0.75`` (straggler control; one request per explorer, as it requires).
+  / ``0.75`` (straggler control). A round stays one ``n=K`` request, streamed,
+  so each sample counts for the quorum as it finishes and the stragglers are
+  cancelled upstream by disconnecting (a client without streamed ``n`` falls
+  back to one request per explorer).
 - ``public``: the public PaCoRe pipeline (github.com/stepfun-ai/PaCoRe), when
   ``--public DIR`` points at a checkout of it (run from a temp dir, never
   copied here; needs ``loguru``). Non-streaming, ``max_concurrent`` 1024.
