@@ -12,7 +12,16 @@ accuracy means something without a model:
 
 Every draw is a hash of the request (question, seed, sample index), never of
 call order. Prints, per setting: accuracy, mean effective TTC (completion
-tokens per problem), mean widths run, and wall time, all from one sitting.
+tokens per problem), mean widths run, wall time (the slowest problem: one
+heavy-tailed draw can move it), the mean time a problem took (steadier) and
+the HTTP requests sent, all from one sitting.
+
+The server decodes the ``n`` choices of a request concurrently (each choice
+sleeps its own latency), as a real one does; ``--sequential-choices`` brings
+back the scripted server's default of one choice after the other, under
+which an ``n=K`` request takes the sum of K latencies. Straggler control
+keeps a round one ``n=K`` request, streamed, so each sample counts as it
+finishes and the dropped ones are cancelled by disconnecting.
 
     python benchmarks/bench_round_control.py
     python benchmarks/bench_round_control.py --problems 100 --rounds 32,4
@@ -86,9 +95,14 @@ async def evaluate(
     )
     graph = build_pacore_graph(client, config=config, tracing=False)
     started = time.perf_counter()
-    outs = await asyncio.gather(
-        *(graph.ainvoke({"messages": [{"role": "user", "content": q}]}) for q in questions)
-    )
+    finished: list[float] = []
+
+    async def solve(question: str) -> Any:
+        out = await graph.ainvoke({"messages": [{"role": "user", "content": question}]})
+        finished.append(time.perf_counter() - started)
+        return out
+
+    outs = await asyncio.gather(*(solve(q) for q in questions))
     wall = time.perf_counter() - started
     await client.aclose()
     results = [o["result"] for o in outs]
@@ -102,6 +116,7 @@ async def evaluate(
         "ttc": statistics.mean(r.effective_ttc for r in results),
         "widths": ", ".join(f"{'+'.join(map(str, w))} x{c}" for w, c in widths.most_common(3)),
         "wall": wall,
+        "per_problem": statistics.mean(finished),
         "dropped": sum(
             len(n.get("dropped", [])) for r in results for n in r.extra.get("round_control", [])
         ),
@@ -124,19 +139,25 @@ async def main_async(args: argparse.Namespace) -> None:
         budget = int(full * 99 * share)  # 99: the mean of the lognormal lengths
         settings.append((f"token budget {budget}", {"token_budget": budget}))
     responder = make_responder(args.p_correct, args.latency)
-    async with ScriptedServer(responder, log_requests=False) as srv:
+    server = ScriptedServer(
+        responder, log_requests=False, concurrent_choices=not args.sequential_choices
+    )
+    async with server as srv:
         print(
             f"{args.problems} problems, rounds {rounds}+1, p(correct) {args.p_correct}, "
             f"median latency {args.latency:g}s; load {os.getloadavg()[0]:.1f}"
         )
         print(
-            f"{'setting':<20}{'accuracy':>9}{'mean TTC':>10}{'wall s':>8}{'dropped':>9}  widths run"
+            f"{'setting':<20}{'accuracy':>9}{'mean TTC':>10}{'wall s':>8}{'mean s':>8}"
+            f"{'dropped':>9}{'requests':>10}  widths run"
         )
         for name, flags in settings:
+            before = srv.request_count
             row = await evaluate(srv.base_url, questions, rounds, **flags)
             print(
                 f"{name:<20}{row['accuracy']:>9.2f}{row['ttc']:>10.0f}{row['wall']:>8.2f}"
-                f"{row['dropped']:>9}  {row['widths']}"
+                f"{row['per_problem']:>8.2f}{row['dropped']:>9}"
+                f"{srv.request_count - before:>10}  {row['widths']}"
             )
 
 
@@ -146,6 +167,11 @@ def main() -> None:
     parser.add_argument("--rounds", default="16,4")
     parser.add_argument("--p-correct", type=float, default=0.4)
     parser.add_argument("--latency", type=float, default=0.2, help="median seconds per call")
+    parser.add_argument(
+        "--sequential-choices",
+        action="store_true",
+        help="the server answers the n choices of a request one after the other",
+    )
     asyncio.run(main_async(parser.parse_args()))
 
 

@@ -18,6 +18,13 @@ Both keep the server's reasoning field (``reasoning`` or, from older vLLM,
 server ignores ``n``, a batch request fails or a choice has no content is
 decided once, in :mod:`pacore_graph.sampling`.
 
+:meth:`OpenAICompatClient.stream_each` streams one ``n``-sample request and
+reports each sample the moment its choice finishes
+(:class:`SampleStreamingClient`); straggler control uses it so that a round
+stays one request while its stragglers can still be cut (closing it drops the
+connection, and the server stops generating). The JSON request stays the
+default everywhere else: it costs less per sample.
+
 Retries wait an exponential backoff with random jitter (so a burst of 429s
 does not come back in lockstep), or the server's ``Retry-After`` when it sends
 one.

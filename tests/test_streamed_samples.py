@@ -92,7 +92,7 @@ async def test_stream_each_reports_each_sample_as_its_choice_finishes() -> None:
         same = joined[i]
         assert isinstance(same, Completion)  # the JSON n=6 request says the same
         assert (same.content, same.reasoning) == (c.content, c.reasoning)
-    latencies = [outcomes[i].latency_s for i, _ in got]
+    latencies = [o.latency_s for _, o in got if isinstance(o, Completion)]
     assert latencies == sorted(latencies)
     assert requests == 2
 
@@ -309,3 +309,27 @@ async def test_seeded_streamed_samples_carry_the_request_seed(quorum: float) -> 
     # Round 0 is one request with explorer 0's seed; sample j stands for seed + j.
     assert seeds == [7, 1007]
     assert all(t.content.startswith("sample ") for t in result.rounds[0])
+
+
+async def test_concurrent_choices_run_the_responders_of_a_request_together() -> None:
+    peaks: dict[bool, int] = {}
+    for concurrent in (False, True):
+        running = peak = 0
+
+        async def counting(req: ScriptedRequest) -> str:
+            nonlocal running, peak
+            running += 1
+            peak = max(peak, running)
+            await asyncio.sleep(0.01)
+            running -= 1
+            return f"sample {req.sample_index}"
+
+        async with ScriptedServer(counting, concurrent_choices=concurrent) as srv:
+            client = OpenAICompatClient(srv.base_url, "scripted", retry=ONE_TRY)
+            try:
+                got = await client.complete(PROMPT, n=4, params=PARAMS)
+            finally:
+                await client.aclose()
+        assert [c.content for c in got] == [f"sample {i}" for i in range(4)]
+        peaks[concurrent] = peak
+    assert peaks == {False: 1, True: 4}

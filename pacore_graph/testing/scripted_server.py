@@ -289,6 +289,10 @@ class ScriptedServer(LoopbackServer):
     * ``log_requests=False`` skips the log, for benchmarks.
     * ``stream_words_per_chunk`` / ``stream_chunk_delay``: SSE delta size, and an
       optional pause between events (0 sends the whole stream in one write).
+    * ``concurrent_choices=True`` awaits the ``n`` responders of a JSON request
+      together, as a server decodes ``n`` sequences at once (by default one
+      after the other, so slow async responders add up). A streamed request
+      always runs them together and sends each choice when it is ready.
     * ``shutdown_timeout``: how long :meth:`stop` waits for in-flight requests.
     """
 
@@ -312,6 +316,7 @@ class ScriptedServer(LoopbackServer):
         log_requests: bool = True,
         stream_words_per_chunk: int = 4,
         stream_chunk_delay: float = 0.0,
+        concurrent_choices: bool = False,
         backlog: int = 4096,
         shutdown_timeout: float = 0.5,
     ) -> None:
@@ -341,6 +346,7 @@ class ScriptedServer(LoopbackServer):
         self.log_requests = log_requests
         self.stream_words_per_chunk = stream_words_per_chunk
         self.stream_chunk_delay = stream_chunk_delay
+        self.concurrent_choices = concurrent_choices
 
         self.requests: list[LoggedRequest] = []
         self.request_count = 0
@@ -472,12 +478,12 @@ class ScriptedServer(LoopbackServer):
             return await self._stream(request, body, headers, base, n, limit)
         choices: list[_Choice] = []
         try:
-            for i in range(n):
-                req = base if i == 0 else _replace_index(base, i)
-                result = self.respond(req)
-                if inspect.isawaitable(result):
-                    result = await result
-                choices.append(self._render(cast(RespondResult, result), limit))
+            if self.concurrent_choices:
+                choices = list(
+                    await asyncio.gather(*(self._reply(base, i, limit) for i in range(n)))
+                )
+            for i in range(len(choices), n):
+                choices.append(await self._reply(base, i, limit))
         except Exception as exc:  # a broken responder is a test bug: surface it as a 500
             self._log(body, headers, 500)
             return self._error(500, f"responder raised {type(exc).__name__}: {exc}")
@@ -512,6 +518,13 @@ class ScriptedServer(LoopbackServer):
         return web.Response(body=_dumps(payload), content_type="application/json")
 
     # ------------------------------------------------------------------ rendering
+
+    async def _reply(self, base: ScriptedRequest, index: int, limit: int | None) -> _Choice:
+        """The responder's reply for choice ``index``, rendered."""
+        result = self.respond(base if index == 0 else _replace_index(base, index))
+        if inspect.isawaitable(result):
+            result = await result
+        return self._render(cast(RespondResult, result), limit)
 
     def _render(self, result: RespondResult, limit: int | None) -> _Choice:
         """Apply reasoning mode and ``max_tokens`` truncation to one reply."""
@@ -623,13 +636,7 @@ class ScriptedServer(LoopbackServer):
             events.append(chunk(i, {}, c.finish_reason, c.tokens if continuous else None))
             return events
 
-        async def render(i: int) -> _Choice:
-            result = self.respond(base if i == 0 else _replace_index(base, i))
-            if inspect.isawaitable(result):
-                result = await result
-            return self._render(cast(RespondResult, result), limit)
-
-        tasks = [asyncio.ensure_future(render(i)) for i in range(n)]
+        tasks = [asyncio.ensure_future(self._reply(base, i, limit)) for i in range(n)]
         index_of: dict[asyncio.Future[_Choice], int] = {t: i for i, t in enumerate(tasks)}
         response: web.StreamResponse | None = None
         completion_tokens = 0
@@ -669,6 +676,8 @@ class ScriptedServer(LoopbackServer):
                     await response.write_eof()
                     return response
                 await self._write(response, events)
+        except ConnectionResetError:
+            return response or web.Response(status=499)  # the client went away: that's all
         finally:
             for task in tasks:
                 task.cancel()
@@ -682,8 +691,11 @@ class ScriptedServer(LoopbackServer):
             }
             tail.append(b"data: " + _dumps({**head, "choices": [], "usage": usage}) + b"\n\n")
         tail.append(b"data: [DONE]\n\n")
-        await self._write(response, tail)
-        await response.write_eof()
+        try:
+            await self._write(response, tail)
+            await response.write_eof()
+        except ConnectionResetError:
+            pass  # the client went away before the end: nothing to tell it
         return response
 
     async def _write(self, response: web.StreamResponse, events: list[bytes]) -> None:
