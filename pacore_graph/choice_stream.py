@@ -18,7 +18,7 @@ how vLLM streams by default, and the count is marked ``tokens_estimated``.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +27,12 @@ from pacore_graph.records import Completion
 from pacore_graph.sampling import SampleOutcome
 
 __all__ = ["ChoiceStream"]
+
+_loads: Callable[[bytes], Any]
+try:  # a vLLM stream is one event per token and choice: parsing is the client's hot loop
+    from orjson import loads as _loads
+except ImportError:  # pragma: no cover - orjson comes with langsmith (CPython)
+    _loads = json.loads
 
 
 @dataclass(slots=True)
@@ -62,7 +68,7 @@ class ChoiceStream:
             self.done = True
             return []
         try:
-            event = json.loads(payload)
+            event = _loads(payload)
         except ValueError:
             raise ModelCallError(
                 f"server sent an invalid stream event: {payload[:200]!r}", retryable=True
