@@ -218,10 +218,14 @@ def _cancel_when_abandoned(task: asyncio.Task[None], waiters: list[_Waiter]) -> 
     are resolved only all together, so this is "all cancelled", as before.
     """
 
-    def check(_: asyncio.Future[Any]) -> None:
-        if task.done():
-            return
-        if all(w.future.done() for w in waiters) and any(w.future.cancelled() for w in waiters):
+    waiting = len(waiters)
+    gave_up = False
+
+    def check(future: asyncio.Future[Any]) -> None:  # once per waiter, when it is done
+        nonlocal waiting, gave_up
+        waiting -= 1
+        gave_up = gave_up or future.cancelled()
+        if waiting == 0 and gave_up and not task.done():
             task.cancel()
 
     for w in waiters:
