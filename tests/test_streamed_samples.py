@@ -333,3 +333,62 @@ async def test_concurrent_choices_run_the_responders_of_a_request_together() -> 
         assert [c.content for c in got] == [f"sample {i}" for i in range(4)]
         peaks[concurrent] = peak
     assert peaks == {False: 1, True: 4}
+
+
+# ----------------------------------------------------------------- the batcher on its own
+
+
+async def test_the_batcher_resolves_each_caller_when_its_sample_is_done() -> None:
+    lengths = LengthModel(median=300, sigma=1.5)
+    async with ThroughputServer(
+        by_index, throughput=4_000, per_sequence_cap=1_000, lengths=lengths
+    ) as srv:
+        client = OpenAICompatClient(srv.base_url, "throughput", retry=ONE_TRY)
+        batcher = SampleBatcher(client, SequenceLimiter(64), PARAMS, stream_samples=True)
+        order: list[int] = []
+
+        async def caller(seed: int) -> Completion:
+            c = await batcher.sample(PROMPT, group="g", expected=4, seed=seed)
+            order.append(seed)
+            return c
+
+        try:
+            got = await asyncio.gather(*(caller(20 + j) for j in range(4)))
+        finally:
+            await client.aclose()
+        requests = srv.requests
+    # One request; caller j got sample j (seed 20 + j), each as soon as it was done.
+    assert requests == 1
+    assert [c.content for c in got] == [f"sample {j} says \\boxed{{{j}}}" for j in range(4)]
+    drawn = [lengths.length(20, j, "") for j in range(4)]
+    assert order == [20 + j for j in sorted(range(4), key=drawn.__getitem__)]
+
+
+async def test_the_request_lives_while_any_caller_waits_and_ends_when_none_does() -> None:
+    lengths = LengthModel(median=20_000, sigma=0.1)  # 10+ seconds each: nothing finishes
+    async with ThroughputServer(throughput=4_000, per_sequence_cap=2_000, lengths=lengths) as srv:
+        client = OpenAICompatClient(srv.base_url, "throughput", retry=ONE_TRY)
+        batcher = SampleBatcher(client, SequenceLimiter(64), PARAMS, stream_samples=True)
+        callers = [
+            asyncio.ensure_future(batcher.sample(PROMPT, group="g", expected=3, seed=j))
+            for j in range(3)
+        ]
+        try:
+            while (await settled_stats_now(srv.base_url))["in_flight"] < 3:
+                await asyncio.sleep(0.02)
+            callers[0].cancel()
+            callers[1].cancel()
+            await asyncio.sleep(0.2)
+            still = await settled_stats_now(srv.base_url)
+            callers[2].cancel()
+            stats = await settled_stats(srv.base_url)
+        finally:
+            await client.aclose()
+    assert still["in_flight"] == 3 and still["cancelled"] == 0  # caller 2 still waits
+    assert stats["in_flight"] == 0 and stats["cancelled"] == 3  # nobody does: disconnected
+
+
+async def settled_stats_now(base_url: str) -> dict[str, Any]:
+    async with aiohttp.ClientSession() as session, session.get(base_url + "/stats") as resp:
+        stats: dict[str, Any] = await resp.json()
+    return stats
