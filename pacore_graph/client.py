@@ -278,6 +278,10 @@ def parse_chat_response(
     return first_failure(parse_chat_choices(data, latency_s=latency_s, model=model))
 
 
+class _OptionRefused(ModelCallError):
+    """A 400 to a request that asked for ``continuous_usage_stats`` (vLLM's, not OpenAI's)."""
+
+
 class OpenAICompatClient(PerSampleClient):
     """Direct OpenAI-compatible chat-completions client over pooled aiohttp.
 
@@ -534,8 +538,10 @@ class OpenAICompatClient(PerSampleClient):
                     yield item
             return
         policy = self.retry
-        stream = ChoiceStream(n, model=self.model)
-        for attempt in range(1, policy.max_attempts + 1):
+        attempt = 0
+        probing = False  # asking again without continuous usage after a 400
+        while True:
+            attempt += 1
             stream = ChoiceStream(n, model=self.model)
             reported = False
             try:
@@ -546,9 +552,15 @@ class OpenAICompatClient(PerSampleClient):
                         reported = True
                         yield index, with_seed([outcome], seed)[0]
                 break
+            except _OptionRefused:
+                attempt -= 1  # asked again at once without the option: not a retry
+                probing = True
+                continue
             except ModelCallError as exc:
+                if probing and exc.status in (400, 422):
+                    self._continuous_usage = True  # a bad request either way, not the option
                 exc.attempts = attempt
-                if reported or not exc.retryable or attempt == policy.max_attempts:
+                if reported or not exc.retryable or attempt >= policy.max_attempts:
                     if exc.retryable and not reported and attempt > 1:
                         exc.args = (f"{exc.args[0]} (gave up after {attempt} attempts)",)
                     for index in stream.unfinished():
@@ -578,7 +590,12 @@ class OpenAICompatClient(PerSampleClient):
             yield index, cut
 
     def _stream_options(self) -> dict[str, bool]:
-        """Usage on the last chunk, and each choice's running count on its chunks (vLLM)."""
+        """Usage on the last chunk, and each choice's running count on its chunks (vLLM).
+
+        A server that answers a request asking for the running count with a
+        400 is asked again without it, and never again (usage is then the
+        last chunk's total, and a sample's count is estimated from its deltas).
+        """
         options = {"include_usage": True}
         if self._continuous_usage:
             options["continuous_usage_stats"] = True
@@ -597,14 +614,11 @@ class OpenAICompatClient(PerSampleClient):
                 if resp.status != 200:
                     raw = await resp.read()
                     detail = raw[:300].decode("utf-8", "replace").strip() or "(empty body)"
-                    if (
-                        resp.status in (400, 422)
-                        and self._continuous_usage
-                        and b"continuous_usage_stats" in raw
-                    ):
-                        # A server that refuses vLLM's option: ask again without it.
+                    if resp.status in (400, 422) and self._continuous_usage:
+                        # Maybe a server that refuses vLLM's option: ask once more
+                        # without it (a bad request fails again, then for good).
                         self._continuous_usage = False
-                        raise ModelCallError(detail, status=resp.status, retryable=True)
+                        raise _OptionRefused(detail, status=resp.status)
                     raise ModelCallError(
                         f"HTTP {resp.status} from {self._url}: {detail}",
                         status=resp.status,

@@ -392,3 +392,40 @@ async def settled_stats_now(base_url: str) -> dict[str, Any]:
     async with aiohttp.ClientSession() as session, session.get(base_url + "/stats") as resp:
         stats: dict[str, Any] = await resp.json()
     return stats
+
+
+async def test_a_server_that_refuses_continuous_usage_is_asked_without_it() -> None:
+    def refuse_option(req: ScriptedRequest) -> int | None:
+        options = req.params.get("stream_options") or {}
+        return 400 if options.get("continuous_usage_stats") else None
+
+    async with ScriptedServer(by_index, fail_when=refuse_option) as srv:
+        client = OpenAICompatClient(srv.base_url, "scripted", retry=ONE_TRY)
+        try:
+            first = dict(await collect(client, 2))
+            again = dict(await collect(client, 2))
+        finally:
+            await client.aclose()
+        statuses = [r.status for r in srv.requests]
+    assert statuses == [400, 200, 200]  # refused once, then never asked for again
+    for got in (first, again):
+        c = got[1]
+        assert isinstance(c, Completion) and c.content == "sample 1 says \\boxed{1}"
+        # No per-choice usage: its deltas are counted (one here: four words per delta).
+        assert c.tokens_estimated and c.completion_tokens == 1
+
+
+async def test_a_bad_request_fails_every_sample_without_retries() -> None:
+    def bad(req: ScriptedRequest) -> int | None:
+        return 400
+
+    async with ScriptedServer(by_index, fail_when=bad) as srv:
+        client = OpenAICompatClient(srv.base_url, "scripted", retry=RetryPolicy(max_attempts=3))
+        try:
+            got = dict(await collect(client, 2))
+        finally:
+            await client.aclose()
+        requests = len(srv.requests)
+    assert sorted(got) == [0, 1]
+    assert all(isinstance(o, ModelCallError) and o.status == 400 for o in got.values())
+    assert requests == 2  # once with continuous usage, once without; no retries
