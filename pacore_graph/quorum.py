@@ -20,6 +20,12 @@ state for one round of one problem: explorers run their call through
 :meth:`RoundGate.run`, which races it against the round closing and cancels
 the call (upstream: the HTTP request is abandoned) when the round closes
 first.
+
+With the plain chat explorer a round stays one ``n=K`` request: streamed
+under round control, so each explorer's call returns when its own sample
+finishes, and cancelling the last waiting explorers disconnects the request
+(see :mod:`pacore_graph.batching`). A client that cannot stream ``n`` samples
+falls back to one request per explorer.
 """
 
 from __future__ import annotations
