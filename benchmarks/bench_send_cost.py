@@ -11,6 +11,12 @@ microseconds per explorer task over ``--repeats`` runs in this process
 next to a bare asyncio baseline doing the same rounds with the same
 rendering and compaction in one loop.
 
+``graph-grouped`` is the plain chat explorer with ``n``-batching, as ``pacore
+run`` builds it, on an instant in-process client: a round's K explorers are
+one ``Send`` (:class:`~pacore_graph.explorer.ExploreGroup`) and one ``n=K``
+call, so its per-task figure is the fan-out users get by default (also
+measured inside ``fan_out_gc``).
+
     python benchmarks/bench_send_cost.py
     python benchmarks/bench_send_cost.py --problems 800 --repeats 5
 """
@@ -29,6 +35,7 @@ from pacore_graph.compaction import ConclusionCompactor
 from pacore_graph.explorer import ExploreTask
 from pacore_graph.gc_tuning import fan_out_gc
 from pacore_graph.prompts import select_references, synthesis_messages
+from pacore_graph.testing.fake_client import FakeCall, FakeChatClient
 
 SCHEDULE = (32, 4, 1)
 
@@ -46,6 +53,10 @@ class Instant:
         )
 
 
+def instant_reply(call: FakeCall) -> str:
+    return f"<think>step</think>answer {call.sample_index}"
+
+
 def problems(count: int) -> list[str]:
     return [
         f"Problem {i}: compute the sum of the first {i + 10} odd numbers." for i in range(count)
@@ -55,6 +66,14 @@ def problems(count: int) -> list[str]:
 async def graph_run(count: int) -> None:
     config = PaCoReConfig.from_preset("high", max_concurrency=1024)
     app = build_pacore_graph(config=config, explorer=Instant(), tracing=False)
+    await asyncio.gather(
+        *(app.ainvoke({"messages": [{"role": "user", "content": q}]}) for q in problems(count))
+    )
+
+
+async def grouped_run(count: int) -> None:
+    config = PaCoReConfig.from_preset("high", max_concurrency=1024)
+    app = build_pacore_graph(FakeChatClient(reply=instant_reply), config=config, tracing=False)
     await asyncio.gather(
         *(app.ainvoke({"messages": [{"role": "user", "content": q}]}) for q in problems(count))
     )
@@ -107,18 +126,19 @@ def main() -> None:
     graph = measure(graph_run, args.problems, args.repeats)
     with fan_out_gc():  # what ``pacore run`` and ``pacore eval`` do
         graph_gc = measure(graph_run, args.problems, args.repeats)
+        grouped = measure(grouped_run, args.problems, args.repeats)
     b, g = statistics.median(bare), statistics.median(graph)
     print(f"{args.problems} problems x high = {tasks} explorer tasks, median of {args.repeats}")
-    print(f"{'variant':<8}{'CPU s':>8}{'us/task':>10}  runs")
+    print(f"{'variant':<14}{'CPU s':>8}{'us/task':>10}  runs")
     rows = (
         ("bare", bare, b),
         ("graph", graph, g),
         ("graph-gc", graph_gc, statistics.median(graph_gc)),
+        ("graph-grouped", grouped, statistics.median(grouped)),
     )
     for name, runs, med in rows:
-        print(
-            f"{name:<8}{med:>8.2f}{med / tasks * 1e6:>10.0f}  " + " ".join(f"{x:.2f}" for x in runs)
-        )
+        each = " ".join(f"{x:.2f}" for x in runs)
+        print(f"{name:<14}{med:>8.2f}{med / tasks * 1e6:>10.0f}  {each}")
     print(
         f"graph over bare: {(g - b) / tasks * 1e6:.0f} us per task; load {os.getloadavg()[0]:.1f}"
     )
