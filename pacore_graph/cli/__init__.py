@@ -40,7 +40,7 @@ from pacore_graph.cli.data import _data
 from pacore_graph.cli.eval import _eval
 from pacore_graph.cli.graph import _graph
 from pacore_graph.cli.model import _model
-from pacore_graph.cli.parser import build_parser
+from pacore_graph.cli.parser import build_parser, command_in
 from pacore_graph.cli.rl import _rl
 from pacore_graph.cli.run import _run
 from pacore_graph.cli.serve import _serve
@@ -61,8 +61,9 @@ __all__ = [
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(command_in(words))  # only the named command's flags
+    args = parser.parse_args(words)
     import asyncio  # not before: ``pacore --help`` need not pay for it
 
     try:

@@ -8,6 +8,7 @@ It imports nothing heavy: ``pacore --help`` builds it.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from pacore_graph.options import (
     add_options,
 )
 
-__all__ = ["build_parser"]
+__all__ = ["COMMANDS", "build_parser", "command_in"]
 
 
 _EPILOG = (
@@ -139,18 +140,7 @@ _SETTINGS_EPILOG = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from pacore_graph import __version__
-
-    parser = _Parser(
-        prog="pacore",
-        description="PaCoRe parallel coordinated reasoning on LangGraph.",
-        epilog=f"{_SETTINGS_EPILOG} {_EPILOG}",
-    )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-
-    run = sub.add_parser("run", help="answer a question, or run a JSONL dataset", epilog=_EPILOG)
+def _run_args(run: argparse.ArgumentParser) -> None:
     run.add_argument("question", nargs="?", help="the question (omit with --input)")
     run.add_argument("--json", action="store_true", help="print one JSON object")
     run.add_argument(
@@ -173,9 +163,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_args(run, shape=True)
     _add_round_control_args(run)
 
-    ev = sub.add_parser(
-        "eval", help="compare PaCoRe with baselines at matched compute", epilog=_EPILOG
-    )
+
+def _eval_args(ev: argparse.ArgumentParser) -> None:
     ev.add_argument("--dataset", type=Path, required=True, help="JSONL with ground_truth answers")
     ev.add_argument(
         "--methods",
@@ -192,7 +181,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_args(ev)
     _add_round_control_args(ev)
 
-    swe = sub.add_parser("swe", help="fix an issue in a repository with parallel tool explorers")
+
+def _swe_args(swe: argparse.ArgumentParser) -> None:
     swe.add_argument("--repo", type=Path, required=True, help="the repository directory")
     swe.add_argument("--issue", type=Path, required=True, help="a file with the issue text")
     swe.add_argument("--test", required=True, help='the test command, e.g. "pytest -q"')
@@ -203,7 +193,8 @@ def build_parser() -> argparse.ArgumentParser:
     swe.add_argument("--json", action="store_true", help="print one JSON object")
     _add_model_args(swe, text_graph=False, shape=True)
 
-    graph = sub.add_parser("graph", help="draw a run's message-passing graph to PNG")
+
+def _graph_args(graph: argparse.ArgumentParser) -> None:
     graph.add_argument("results", type=Path, help="results.jsonl of pacore run or pacore eval")
     graph.add_argument("--id", required=True, help="the problem id (request_id / problem_id)")
     graph.add_argument("--out", type=Path, required=True, help="PNG file to write")
@@ -219,7 +210,8 @@ def build_parser() -> argparse.ArgumentParser:
     graph.add_argument("--graphml", type=Path, help="also write GraphML (default: none)")
     graph.add_argument("--grader", help="grader for correctness colours (default: math)")
 
-    ex = sub.add_parser("export-episodes", help="turn run/eval results into RL episodes")
+
+def _export_args(ex: argparse.ArgumentParser) -> None:
     ex.add_argument("results", type=Path, nargs="+", help="results.jsonl of pacore run/eval")
     ex.add_argument(
         "--out",
@@ -230,9 +222,8 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--format", choices=["jsonl", "parquet", "hf"], default="jsonl")
     ex.add_argument("--grader", help=_GRADER_HELP)
 
-    ts = sub.add_parser(
-        "trainset", help="build a training set with the paper's message-pool recipe"
-    )
+
+def _trainset_args(ts: argparse.ArgumentParser) -> None:
     ts.add_argument("sources", type=Path, nargs="+", help="PaCoRe-Train files or results files")
     ts.add_argument("--out", type=Path, required=True)
     ts.add_argument("--format", choices=["jsonl", "parquet", "hf"], default="jsonl")
@@ -253,7 +244,8 @@ def build_parser() -> argparse.ArgumentParser:
     ts.add_argument("--grader", help=_GRADER_HELP)
     add_options(ts, ["compactor"])
 
-    tr = sub.add_parser("train", help="train with TRL (PPO, GRPO or RLOO) on exported prompts")
+
+def _train_args(tr: argparse.ArgumentParser) -> None:
     tr.add_argument("--dataset", type=Path, required=True, help="a trainset or episodes dir/file")
     tr.add_argument("--model", required=True, help="a local model directory (or hub name)")
     tr.add_argument(
@@ -303,9 +295,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="recompute activations in the backward pass: less memory, more time",
     )
 
-    model = sub.add_parser(
-        "model", help="the embedded model as a Hugging Face folder, and serving one"
-    )
+
+def _model_args(model: argparse.ArgumentParser) -> None:
     model_sub = model.add_subparsers(dest="model_command", required=True)
     mexp = model_sub.add_parser(
         "export", help="write the embedded SmolLM2-135M (packaged GGUF) as a Hugging Face folder"
@@ -321,7 +312,8 @@ def build_parser() -> argparse.ArgumentParser:
     mserve.add_argument("--port", type=int, default=8000)
     mserve.add_argument("--name", help="model name reported to clients (default: folder name)")
 
-    srv = sub.add_parser("serve", help="serve PaCoRe behind an OpenAI-compatible API")
+
+def _serve_args(srv: argparse.ArgumentParser) -> None:
     srv.add_argument(
         "--upstream",
         action="append",
@@ -353,11 +345,73 @@ def build_parser() -> argparse.ArgumentParser:
     )
     srv.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
 
-    data = sub.add_parser("data", help="generate evaluation datasets")
+
+def _data_args(data: argparse.ArgumentParser) -> None:
     data.add_argument("kind", choices=["arithmetic", "easy-arithmetic"])
     data.add_argument("--n", type=int, default=100, help="number of problems")
     data.add_argument("--seed", type=int, default=0, help="generator seed")
     data.add_argument(
         "--out", type=Path, required=True, help="JSONL file to write (streamed, any --n)"
     )
+
+
+#: Every subcommand, in ``--help`` order: (name, its one-line help, its own epilog,
+#: the function adding its flags).
+_COMMANDS: tuple[tuple[str, str, str | None, Callable[[argparse.ArgumentParser], None]], ...] = (
+    ("run", "answer a question, or run a JSONL dataset", _EPILOG, _run_args),
+    ("eval", "compare PaCoRe with baselines at matched compute", _EPILOG, _eval_args),
+    ("swe", "fix an issue in a repository with parallel tool explorers", None, _swe_args),
+    ("graph", "draw a run's message-passing graph to PNG", None, _graph_args),
+    ("export-episodes", "turn run/eval results into RL episodes", None, _export_args),
+    (
+        "trainset",
+        "build a training set with the paper's message-pool recipe",
+        None,
+        _trainset_args,
+    ),
+    ("train", "train with TRL (PPO, GRPO or RLOO) on exported prompts", None, _train_args),
+    ("model", "the embedded model as a Hugging Face folder, and serving one", None, _model_args),
+    ("serve", "serve PaCoRe behind an OpenAI-compatible API", None, _serve_args),
+    ("data", "generate evaluation datasets", None, _data_args),
+)
+
+COMMANDS: tuple[str, ...] = tuple(name for name, *_ in _COMMANDS)
+"""The subcommands' names."""
+
+
+def command_in(argv: Sequence[str]) -> str | None:
+    """The subcommand ``argv`` names (its first word that is not an option), if any.
+
+    The top-level parser has no option taking a value, so the first such
+    word is the command; ``None`` when there is none or it is not one.
+    """
+    for word in argv:
+        if word == "--":
+            return None
+        if not word.startswith("-"):
+            return word if word in COMMANDS else None
+    return None
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``pacore`` parser; with ``command``, only that subcommand gets its flags.
+
+    ``main`` passes the command it was given, so ``pacore run ...`` does not
+    pay for building every other command's flags (a few milliseconds of
+    start-up); the others are still listed, with their help, in ``pacore
+    --help``. ``command=None`` builds them all.
+    """
+    from pacore_graph import __version__
+
+    parser = _Parser(
+        prog="pacore",
+        description="PaCoRe parallel coordinated reasoning on LangGraph.",
+        epilog=f"{_SETTINGS_EPILOG} {_EPILOG}",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for name, help_text, epilog, add_args in _COMMANDS:
+        sub_parser = sub.add_parser(name, help=help_text, epilog=epilog)
+        if command is None or command == name:
+            add_args(sub_parser)
     return parser
