@@ -26,7 +26,10 @@ Bytecode: an installed package has its ``.pyc`` files, but a checkout run
 with ``PYTHONDONTWRITEBYTECODE=1`` recompiles every ``pacore_graph`` module on
 each start (about 0.06 s here). So by default the children write and read
 bytecode under a temporary ``PYTHONPYCACHEPREFIX`` (one untimed warm-up run
-each fills it); ``--as-is`` keeps this process's environment instead::
+each fills it); ``--as-is`` keeps this process's environment instead.
+Children run in a temporary folder, so the installed ``pacore_graph`` (or
+the one ``PYTHONPATH`` names: compare two trees so) is what starts, not a
+checkout in the current folder::
 
     python benchmarks/bench_cli_startup.py --repeat 15
     python benchmarks/bench_cli_startup.py --section first-request --repeat 9
@@ -78,12 +81,13 @@ def _http_json(url: str, method: str = "GET") -> dict[str, object]:
         return data
 
 
-def _start_server(env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
+def _start_server(env: dict[str, str], cwd: Path) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "pacore_graph.testing.throughput_server"],
         stdout=subprocess.PIPE,
         text=True,
         env=env,
+        cwd=cwd,
     )
     assert proc.stdout is not None
     line = proc.stdout.readline().strip()
@@ -150,12 +154,14 @@ def _first_request_commands(url: str, work: Path) -> dict[str, Callable[[int], l
     }
 
 
-def _first_request_once(name: str, argv: Sequence[str], root: str, env: dict[str, str]) -> float:
+def _first_request_once(
+    name: str, argv: Sequence[str], root: str, env: dict[str, str], cwd: Path
+) -> float:
     """Seconds from starting ``argv`` to the server's first request (the wall time for imports)."""
     _http_json(root + "/stats/reset", "POST")
     started_unix = time.time()
     started = time.perf_counter()
-    out = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    out = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - started
     if out.returncode != 0:
         raise RuntimeError(f"{name} failed ({out.returncode}):\n{out.stderr[-2000:]}")
@@ -170,16 +176,16 @@ def _first_request_once(name: str, argv: Sequence[str], root: str, env: dict[str
 def bench_first_request(repeat: int, env: dict[str, str], bytecode: str) -> None:
     with tempfile.TemporaryDirectory(prefix="pacore-startup-") as tmp:
         work = Path(tmp)
-        server, url = _start_server(env)
+        server, url = _start_server(env, work)
         try:
             root = url.removesuffix("/v1")
             commands = _first_request_commands(url, work)
             times: dict[str, list[float]] = {name: [] for name in commands}
             for name, argv in commands.items():  # warm-up: fills the bytecode cache
-                _first_request_once(name, argv(-1), root, env)
+                _first_request_once(name, argv(-1), root, env, work)
             for k in range(repeat):
                 for name, argv in commands.items():
-                    times[name].append(_first_request_once(name, argv(k), root, env))
+                    times[name].append(_first_request_once(name, argv(k), root, env, work))
         finally:
             server.terminate()
             server.wait(timeout=30)
@@ -194,14 +200,14 @@ def bench_first_request(repeat: int, env: dict[str, str], bytecode: str) -> None
         )
 
 
-def bench_help(repeat: int, env: dict[str, str], bytecode: str) -> None:
+def bench_help(repeat: int, env: dict[str, str], bytecode: str, cwd: Path) -> None:
     times: dict[str, list[float]] = {name: [] for name in HELP_COMMANDS}
     for argv in HELP_COMMANDS.values():  # warm-up: fills the bytecode cache
-        subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, env=env)
+        subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, env=env, cwd=cwd)
     for _ in range(repeat):
         for name, argv in HELP_COMMANDS.items():
             started = time.perf_counter()
-            subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, env=env)
+            subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, env=env, cwd=cwd)
             times[name].append(time.perf_counter() - started)
     base = statistics.median(times["python -c pass (baseline)"])
     print(f"wall time (median of {repeat}, bytecode {bytecode}):")
@@ -229,7 +235,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="pacore-pycache-") as cache:
         env = _child_env(args.as_is, Path(cache))
         if args.section in ("help", "all"):
-            bench_help(args.repeat, env, bytecode)
+            bench_help(args.repeat, env, bytecode, Path(cache))
         if args.section in ("first-request", "all"):
             bench_first_request(args.repeat, env, bytecode)
 
