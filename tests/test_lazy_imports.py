@@ -85,3 +85,25 @@ def test_resolving_the_settings_of_a_run_loads_no_pydantic_settings() -> None:
     )
     assert "pydantic" in loaded  # it did resolve them
     assert "pydantic_settings" not in loaded and "dotenv" not in loaded
+
+
+def _modules_after(code: str) -> set[str]:
+    out = subprocess.run(
+        [sys.executable, "-c", f"{code}\nimport sys, json; print(json.dumps(sorted(sys.modules)))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return set(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def test_a_command_loads_only_its_own_module() -> None:
+    """``pacore run`` does not import (or, without bytecode, compile) the other commands."""
+    loaded = _modules_after(
+        "from pacore_graph.cli import main\n"
+        "main(['run', 'q', '--base-url', 'no-url', '--model', 'm'])  # refused: exit 2"
+    )
+    assert "pacore_graph.cli.run" in loaded
+    others = {f"pacore_graph.cli.{name}" for name in ("eval", "swe", "serve", "rl", "data")}
+    assert not loaded & others, loaded & others
+    assert not loaded & {"pacore_graph.cli.graph", "pacore_graph.cli.model"}
