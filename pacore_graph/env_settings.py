@@ -1,6 +1,6 @@
 """One settings model for the model options: flags, ``PACORE_*`` variables, defaults.
 
-:class:`PaCoReSettings` is a pydantic model with one field per row of
+:class:`PaCoReSettings` is a pydantic-settings model with one field per row of
 :mod:`pacore_graph.options` (the table the parser is built from). A value
 comes from, in order of precedence:
 
@@ -14,12 +14,6 @@ builds the served graph's configuration through the same model, so
 ``PACORE_MODEL`` means the same thing to ``pacore run`` and ``langgraph dev``.
 List values (``PACORE_BASE_URL``, ``PACORE_ROUNDS``) are comma-separated in
 the environment.
-
-Reading the variables is done here, not by pydantic-settings: it resolved
-them exactly the same way for these fields (names matched case-insensitively,
-each raw string handed to the field's validation, flags winning; a test
-compares the two), but importing it cost ``pacore run`` about 0.01 s before
-its first request, on every start.
 """
 
 from __future__ import annotations
@@ -28,9 +22,16 @@ import os
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import ValidationError, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
 from pacore_graph.config import PaCoReConfig, RetryPolicy, SamplingParams
 from pacore_graph.options import (
@@ -50,24 +51,14 @@ __all__ = ["PaCoReSettings", "format_settings_error", "load_settings"]
 _ENVIRON: ContextVar[Mapping[str, str] | None] = ContextVar("pacore_environ", default=None)
 
 
-def _from_environment(values: dict[str, Any], fields: Iterable[str]) -> dict[str, Any]:
-    """``values`` plus a ``PACORE_<FIELD>`` variable for each field ``values`` lacks.
+class _MappingEnvSource(EnvSettingsSource):
+    """The standard environment source, reading the mapping given to :func:`load_settings`."""
 
-    Names match whatever their case (``pacore_max_tokens`` counts); a value
-    is the raw string, validated (and, for lists, split) by the field, so a
-    bad one fails naming its field. A field present in ``values`` -- a flag,
-    or a default pinned by ``load_settings(only=...)`` -- hides its variable.
-    """
-    environ = _ENVIRON.get()
-    lowered = {k.lower(): v for k, v in (os.environ if environ is None else environ).items()}
-    merged = dict(values)
-    prefix = ENV_PREFIX.lower()
-    for name in fields:
-        if name not in merged:
-            value = lowered.get(prefix + name)
-            if value is not None:
-                merged[name] = value
-    return merged
+    def __init__(self, settings_cls: type[BaseSettings]) -> None:
+        super().__init__(settings_cls)
+        environ = _ENVIRON.get()
+        if environ is not None:
+            self.env_vars = {k.lower(): v for k, v in environ.items()}
 
 
 def _split(value: Any) -> Any:
@@ -77,21 +68,18 @@ def _split(value: Any) -> Any:
     return value
 
 
-class PaCoReSettings(BaseModel):
+class PaCoReSettings(BaseSettings):
     """The model options: flag > ``PACORE_*`` variable > default (see the module docstring).
 
     Field names are the flags' ``dest`` names; help texts and the defaults the
-    help states live in :mod:`pacore_graph.options`. Constructing (or
-    ``model_validate``) reads the environment, as the pydantic-settings class did.
+    help states live in :mod:`pacore_graph.options`.
     """
 
-    # What pydantic-settings' BaseSettings set: unknown keys ignored, defaults
-    # validated; ``model`` is a field name here, not a pydantic namespace.
-    model_config = ConfigDict(extra="ignore", validate_default=True, protected_namespaces=())
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
 
     preset: Literal["low", "medium", "high"] | None = None
-    rounds: list[int] | None = None
-    base_url: list[str] | None = None
+    rounds: Annotated[list[int] | None, NoDecode] = None
+    base_url: Annotated[list[str] | None, NoDecode] = None
     model: str | None = None
     api_key: str | None = None
     compactor: str = "conclusion"
@@ -133,8 +121,18 @@ class PaCoReSettings(BaseModel):
             raise ValueError(f"must be one of {', '.join(TRACE_KINDS)}")
         return value
 
-    def __init__(self, **values: Any) -> None:
-        super().__init__(**_from_environment(values, type(self).model_fields))
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Flags (init values), then ``PACORE_*`` variables; no dotenv or secret files."""
+        del env_settings, dotenv_settings, file_secret_settings
+        return (init_settings, _MappingEnvSource(settings_cls))
 
     def round_widths(self) -> list[int]:
         """``rounds`` if given, else the preset's widths (``low`` when neither is)."""

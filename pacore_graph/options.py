@@ -5,8 +5,8 @@ sampling part of ``serve``) takes the same options, and the served graph
 (``graphs/pacore.py``) reads the same ones from ``PACORE_*`` variables. They
 are declared here, once, as plain data: the parser is built from this table
 without importing pydantic (``pacore --help`` stays fast), and
-:class:`pacore_graph.env_settings.PaCoReSettings` -- the settings model that
-resolves flag > ``PACORE_*`` environment variable > default -- declares
+:class:`pacore_graph.env_settings.PaCoReSettings` -- the pydantic-settings model
+that resolves flag > ``PACORE_*`` environment variable > default -- declares
 one field per row (a test keeps the two in step).
 
 A flag's argparse default is always ``None`` (or absent for ``store_true``

@@ -74,19 +74,6 @@ def test_help_still_lists_the_presets() -> None:
     assert "high" in out.stdout and "--preset" in out.stdout
 
 
-def test_resolving_the_settings_of_a_run_loads_no_pydantic_settings() -> None:
-    """``pacore run`` resolves its options without pydantic-settings (start-up time)."""
-    loaded = _loaded_after(
-        "from pacore_graph.cli import build_parser\n"
-        "from pacore_graph.cli.common import _prepare, _resolve_settings\n"
-        "args = build_parser().parse_args(['run', 'q', '--preset', 'high'])\n"
-        "_resolve_settings(args)\n"
-        "_prepare(args)"
-    )
-    assert "pydantic" in loaded  # it did resolve them
-    assert "pydantic_settings" not in loaded and "dotenv" not in loaded
-
-
 def _modules_after(code: str) -> set[str]:
     out = subprocess.run(
         [sys.executable, "-c", f"{code}\nimport sys, json; print(json.dumps(sorted(sys.modules)))"],
