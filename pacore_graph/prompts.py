@@ -23,11 +23,12 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
-from typing import Any, Literal
-
-import jinja2
+from typing import TYPE_CHECKING, Any, Literal
 
 from pacore_graph.records import Trajectory
+
+if TYPE_CHECKING:
+    import jinja2
 
 __all__ = [
     "REFERENCE_ORDERS",
@@ -68,7 +69,10 @@ Now, based on the original problem and reference responses above, please provide
 @lru_cache(maxsize=32)
 def _compile(template: str) -> jinja2.Template:
     # jinja2.Template(...) with default settings is what the public pipeline
-    # uses; in particular it drops the single trailing newline.
+    # uses; in particular it drops the single trailing newline. Imported here:
+    # round 0 renders nothing, so jinja2 loads after the first requests are out.
+    import jinja2
+
     return jinja2.Template(template, undefined=jinja2.StrictUndefined)
 
 

@@ -31,8 +31,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from tqdm import tqdm
-
 from pacore_graph.checkpoint import DEFAULT_DURABILITY, Durability
 from pacore_graph.fanout import Job, run_jobs
 from pacore_graph.graph import normalize_conversation
@@ -184,13 +182,7 @@ async def run_dataset(
     todo = [r for r in records if r.id not in done]
     summary = RunSummary(total=len(todo) + len(done & {r.id for r in records}))
     summary.skipped = summary.total - len(todo)
-    bar = tqdm(
-        total=len(todo),
-        desc="problems",
-        unit="problem",
-        disable=not progress,
-        file=progress_file or sys.stderr,
-    )
+    bar = _progress_bar(len(todo), progress_file) if progress else _NoBar()
     namespace = f"run:{out_path.resolve()}"
     with open_append(out_path) as sink:
 
@@ -234,3 +226,28 @@ async def run_dataset(
     compact_results(out_path)
     summary.wall_s = time.perf_counter() - started
     return summary
+
+
+class _NoBar:
+    """What the run loop calls on a progress bar, doing nothing."""
+
+    def update(self, n: int = 1) -> None:
+        pass
+
+    def set_postfix(self, **kwargs: Any) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _progress_bar(total: int, file: IO[str] | None) -> Any:
+    """A tqdm bar on ``file`` (stderr when None).
+
+    Without progress the loop gets a :class:`_NoBar`, not ``tqdm(disable=True)``:
+    even disabled, tqdm starts a monitor thread and a multiprocessing lock,
+    ~20 ms before the first request of every run.
+    """
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc="problems", unit="problem", file=file or sys.stderr)
