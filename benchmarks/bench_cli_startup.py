@@ -1,4 +1,4 @@
-"""Start-up of the ``pacore`` command: ``--help``, and how soon ``pacore run`` sends its first request.
+"""Start-up of ``pacore``: ``--help``, and how soon ``pacore run`` sends its first request.
 
 Two sections, each against baselines measured in the same run, commands
 interleaved so machine load hits all alike; every figure is a median over

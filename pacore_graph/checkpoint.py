@@ -62,14 +62,14 @@ Durability = Literal["sync", "async", "exit"]
 
 #: Dataset runs checkpoint with this durability, chosen from bench_core's figures
 #: (200 problems at ``high``, 7,400 samples, SQLite, 2-core machine; wall vs the
-#: same graph without checkpoints in the same run): ``sync`` 1.04-1.11x at 0.5 s
-#: server latency and 1.25-1.26x at 0 s (medians of 3-5 at load 0.8-2.3; 1.41x
-#: in one noisier run at load 3.2), ``async`` 1.18x and 1.21x,
-#: ``exit`` 0.91x and 0.86x (but a SIGKILL loses everything). ``sync`` also
-#: never leaves a task's writes pointing at a checkpoint that was not saved
-#: yet. Before :func:`pacore_serde`'s fast path (LangGraph's msgpack hook runs
-#: ~15 type tests per record, one a slow runtime ``Protocol`` check) ``sync``
-#: was 1.48x and 2.15x.
+#: same graph without checkpoints in the same run). Since a batched round is one
+#: ``Send`` (fewer tasks, fewer writes): ``sync`` 1.01x at 0.5 s server latency
+#: and 1.6x at 0 s (load 0.8). Before that: ``sync`` 1.04-1.11x and 1.25x,
+#: ``async`` 1.18x and 1.21x, ``exit`` 0.91x and 0.86x (but a SIGKILL loses
+#: everything). ``sync`` also never leaves a task's writes pointing at a
+#: checkpoint that was not saved yet. Before :func:`pacore_serde`'s fast path
+#: (LangGraph's msgpack hook runs ~15 type tests per record, one a slow runtime
+#: ``Protocol`` check) ``sync`` was 1.48x and 2.15x.
 DEFAULT_DURABILITY: Durability = "sync"
 
 
