@@ -77,14 +77,22 @@ class RunSummary:
     effective_ttc: int = 0
 
 
+#: Keys whose text is taken as the problem when a record has no ``messages``
+#: (the common names in math datasets), in this order.
+_TEXT_KEYS = ("question", "problem", "prompt")
+
+
 def _parse_record(data: dict[str, Any], lineno: int, seen: set[str]) -> DatasetRecord:
     messages = data.get("messages")
     if messages is None and isinstance(data.get("conversation"), list):
         messages = data["conversation"]  # PaCoRe-Train records
-    if messages is None and isinstance(data.get("question"), str):
-        messages = [{"role": "user", "content": data["question"]}]
+    if messages is None:
+        text = next((data[k] for k in _TEXT_KEYS if isinstance(data.get(k), str)), None)
+        if text is not None:
+            messages = [{"role": "user", "content": text}]
     if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
-        raise ValueError("'messages' must be a list of {role, content} objects")
+        where = "" if "messages" in data else " (or a 'question', 'problem' or 'prompt' text)"
+        raise ValueError(f"'messages' must be a list of {{role, content}} objects{where}")
     normalize_conversation(messages)  # raises on an empty problem
     raw_id = data.get("id", f"req_{lineno - 1}")
     record_id = str(raw_id)

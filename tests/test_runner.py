@@ -97,10 +97,20 @@ def test_read_dataset_reports_bad_lines_and_keeps_the_rest(tmp_path: Path) -> No
                 }
             ),
             json.dumps({"id": "e", "messages": "not a list"}),
+            json.dumps({"id": "f", "problem": "Q by problem field", "answer": "2"}),
+            json.dumps({"id": "g", "prompt": "Q by prompt field"}),
         ],
     )
     records, errors = read_dataset(path)
-    assert [(r.id, r.line) for r in records] == [("a", 1), ("req_7", 8), ("17", 9)]
+    assert [(r.id, r.line) for r in records] == [
+        ("a", 1),
+        ("req_7", 8),
+        ("17", 9),
+        ("f", 11),
+        ("g", 12),
+    ]
+    assert records[3].messages == ({"role": "user", "content": "Q by problem field"},)
+    assert records[4].messages == ({"role": "user", "content": "Q by prompt field"},)
     assert records[0].messages == ({"role": "user", "content": "Q a"},)  # the first "a" is kept
     assert records[1].messages == ({"role": "user", "content": "Q by question field"},)
     assert records[2].messages[-1]["content"] == "Q conv"
@@ -109,10 +119,10 @@ def test_read_dataset_reports_bad_lines_and_keeps_the_rest(tmp_path: Path) -> No
     text = [str(e) for e in errors]
     assert text[0].startswith("line 2: not valid JSON")
     assert text[1] == "line 3: expected a JSON object, got list"
-    assert "'messages' must be a list" in text[2]
+    assert "'messages' must be a list" in text[2] and "'problem'" in text[2]
     assert "empty problem" in text[3]
     assert text[4] == "line 6: duplicate id 'a'"
-    assert "'messages' must be a list" in text[5]
+    assert "'messages' must be a list" in text[5] and "'problem'" not in text[5]
 
 
 def test_read_dataset_on_the_sample_questions() -> None:
