@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -12,6 +14,22 @@ from pacore_graph.graphs import pacore as served
 from pacore_graph.testing import ScriptedServer
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+async def closing_clients(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[None]:
+    """Close the HTTP sessions of the clients ``make_graph`` builds (no unclosed-session noise)."""
+    made: list[Any] = []
+    real = served.chat_client_for
+
+    def tracked(*args: Any, **kwargs: Any) -> Any:
+        made.append(real(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(served, "chat_client_for", tracked)
+    yield
+    for client in made:
+        await client.aclose()
 
 
 def test_langgraph_json_points_at_the_module_graph() -> None:
@@ -32,6 +50,7 @@ def test_config_from_env() -> None:
         served.config_from_env({"PACORE_ROUNDS": "8,0"})
 
 
+@pytest.mark.usefixtures("closing_clients")
 async def test_served_graph_runs_against_the_configured_server() -> None:
     async with ScriptedServer(model="served-m") as srv:
         graph = served.make_graph(
@@ -54,6 +73,7 @@ def test_the_served_graph_reads_the_cli_settings_model() -> None:
         served.config_from_env({"PACORE_TEMPERATURE": "warm"})
 
 
+@pytest.mark.usefixtures("closing_clients")
 async def test_served_graph_spreads_over_comma_separated_replicas() -> None:
     async with ScriptedServer(model="m") as a, ScriptedServer(model="m") as b:
         graph = served.make_graph(
