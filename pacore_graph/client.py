@@ -40,7 +40,7 @@ import os
 import random
 import time
 import weakref
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import aiohttp
@@ -66,11 +66,13 @@ __all__ = [
     "OpenAICompatClient",
     "SampleStreamingClient",
     "apportion",
+    "http_error",
     "parse_chat_choices",
     "parse_chat_response",
     "parse_retry_after",
     "resolve_api_key",
     "retryable_status",
+    "transport_errors",
 ]
 
 #: Environment variables read for the API key, in order.
@@ -79,6 +81,39 @@ API_KEY_ENV_VARS = ("PACORE_API_KEY", "OPENAI_API_KEY")
 _RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 #: The server as a whole is busy: smaller requests would not help.
 _OVERLOADED_STATUS = frozenset({429, 503})
+
+
+def http_error(url: str, status: int, raw: bytes, retry_after: str | None) -> ModelCallError:
+    """The error for a non-200 answer: status, the body's head, whether and when to retry."""
+    detail = raw[:300].decode("utf-8", "replace").strip() or "(empty body)"
+    return ModelCallError(
+        f"HTTP {status} from {url}: {detail}",
+        status=status,
+        retryable=retryable_status(status),
+        retry_after=parse_retry_after(retry_after),
+        server_wide=status in _OVERLOADED_STATUS,
+    )
+
+
+@contextlib.contextmanager
+def transport_errors(url: str, timeout: float, doing: str) -> Iterator[None]:
+    r"""Timeouts and connection failures as retryable :class:`ModelCallError`\ s naming ``url``.
+
+    A refused connection is ``server_wide`` (the replica is down, not this
+    request), which is what the multi-endpoint client routes around.
+    """
+    try:
+        yield
+    except TimeoutError:
+        raise ModelCallError(
+            f"timed out after {timeout:g}s {doing} {url}", retryable=True
+        ) from None
+    except aiohttp.ClientError as exc:
+        raise ModelCallError(
+            f"cannot reach {url}: {type(exc).__name__}: {exc}",
+            retryable=True,
+            server_wide=isinstance(exc, aiohttp.ClientConnectorError),
+        ) from None
 
 
 def retryable_status(status: int) -> bool:
@@ -423,20 +458,13 @@ class OpenAICompatClient(PerSampleClient):
         reasoning: list[str] = []
         finish: str | None = None
         usage: Mapping[str, Any] = {}
-        try:
+        with transport_errors(self._url, timeout, "streaming from"):
             async with self._session().post(
                 self._url, json=body, timeout=aiohttp.ClientTimeout(total=timeout)
             ) as resp:
                 if resp.status != 200:
                     raw = await resp.read()
-                    detail = raw[:300].decode("utf-8", "replace").strip() or "(empty body)"
-                    raise ModelCallError(
-                        f"HTTP {resp.status} from {self._url}: {detail}",
-                        status=resp.status,
-                        retryable=retryable_status(resp.status),
-                        retry_after=parse_retry_after(resp.headers.get("Retry-After")),
-                        server_wide=resp.status in _OVERLOADED_STATUS,
-                    )
+                    raise http_error(self._url, resp.status, raw, resp.headers.get("Retry-After"))
                 async for raw_line in resp.content:
                     line = raw_line.strip()
                     if not line.startswith(b"data:"):
@@ -464,14 +492,6 @@ class OpenAICompatClient(PerSampleClient):
                             sent[0] = True
                             await on_delta("content", delta["content"])
                         finish = choice.get("finish_reason") or finish
-        except TimeoutError:
-            raise ModelCallError(
-                f"timed out after {timeout:g}s streaming from {self._url}", retryable=True
-            ) from None
-        except aiohttp.ClientError as exc:
-            raise ModelCallError(
-                f"cannot reach {self._url}: {type(exc).__name__}: {exc}", retryable=True
-            ) from None
         if not content:
             # The streamed form of ``content: null``: a failure with its cause, not "".
             why = f"finish_reason={finish!r}"
@@ -607,25 +627,19 @@ class OpenAICompatClient(PerSampleClient):
         """One attempt: the choices of one streamed request as they finish."""
         started = time.perf_counter()
         body["stream_options"] = self._stream_options()
-        try:
+        with transport_errors(self._url, timeout, "streaming from"):
             async with self._session().post(
                 self._url, json=body, timeout=aiohttp.ClientTimeout(total=timeout)
             ) as resp:
                 if resp.status != 200:
                     raw = await resp.read()
-                    detail = raw[:300].decode("utf-8", "replace").strip() or "(empty body)"
                     if resp.status in (400, 422) and self._continuous_usage:
                         # Maybe a server that refuses vLLM's option: ask once more
                         # without it (a bad request fails again, then for good).
                         self._continuous_usage = False
+                        detail = raw[:300].decode("utf-8", "replace").strip() or "(empty body)"
                         raise _OptionRefused(detail, status=resp.status)
-                    raise ModelCallError(
-                        f"HTTP {resp.status} from {self._url}: {detail}",
-                        status=resp.status,
-                        retryable=retryable_status(resp.status),
-                        retry_after=parse_retry_after(resp.headers.get("Retry-After")),
-                        server_wide=resp.status in _OVERLOADED_STATUS,
-                    )
+                    raise http_error(self._url, resp.status, raw, resp.headers.get("Retry-After"))
                 complete = False
                 try:
                     async for raw_line in resp.content:
@@ -641,16 +655,6 @@ class OpenAICompatClient(PerSampleClient):
                 finally:
                     if not complete:
                         resp.close()  # drop the connection: the server cancels the rest
-        except TimeoutError:
-            raise ModelCallError(
-                f"timed out after {timeout:g}s streaming from {self._url}", retryable=True
-            ) from None
-        except aiohttp.ClientError as exc:
-            raise ModelCallError(
-                f"cannot reach {self._url}: {type(exc).__name__}: {exc}",
-                retryable=True,
-                server_wide=isinstance(exc, aiohttp.ClientConnectorError),
-            ) from None
 
     async def _singles(
         self, body: Mapping[str, Any], timeout: float, seed: int | None, indices: list[int]
@@ -696,33 +700,16 @@ class OpenAICompatClient(PerSampleClient):
 
     async def _post(self, body: Mapping[str, Any], timeout: float) -> list[SampleOutcome]:
         started = time.perf_counter()
-        try:
+        with transport_errors(self._url, timeout, "waiting for"):
             async with self._session().post(
                 self._url, json=body, timeout=aiohttp.ClientTimeout(total=timeout)
             ) as resp:
                 raw = await resp.read()
                 status = resp.status
-                retry_after = parse_retry_after(resp.headers.get("Retry-After"))
-        except TimeoutError:
-            raise ModelCallError(
-                f"timed out after {timeout:g}s waiting for {self._url}", retryable=True
-            ) from None
-        except aiohttp.ClientError as exc:
-            raise ModelCallError(
-                f"cannot reach {self._url}: {type(exc).__name__}: {exc}",
-                retryable=True,
-                server_wide=isinstance(exc, aiohttp.ClientConnectorError),
-            ) from None
+                retry_after = resp.headers.get("Retry-After")
         latency = time.perf_counter() - started
         if status != 200:
-            detail = raw[:300].decode("utf-8", "replace").strip() or "(empty body)"
-            raise ModelCallError(
-                f"HTTP {status} from {self._url}: {detail}",
-                status=status,
-                retryable=retryable_status(status),
-                retry_after=retry_after,
-                server_wide=status in _OVERLOADED_STATUS,
-            )
+            raise http_error(self._url, status, raw, retry_after)
         try:
             data = json.loads(raw)
         except ValueError:
