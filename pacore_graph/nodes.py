@@ -19,6 +19,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any, cast
 
 from langchain_core.messages import AIMessage, BaseMessage, convert_to_openai_messages
@@ -229,28 +230,41 @@ class PaCoReNodes:
         control) comes back as nothing, and ``compact`` records it.
         """
         if isinstance(task, ExploreTask):
-            one = await self._explore_one(task, config)
+            one = await self._explore_one(task, partial(self._explore_limited, task, config))
             return {"pending": [] if one is None else [one]}
         if len(task.tasks) == 1:
-            found = [await self._explore_one(task.tasks[0], config)]
+            (only,) = task.tasks
+            found = [await self._explore_one(only, partial(self._explore_limited, only, config))]
         else:
             try:
                 async with asyncio.TaskGroup() as tg:  # an error in one cancels its siblings
-                    runs = [tg.create_task(self._explore_one(t, config)) for t in task.tasks]
+                    runs = [
+                        tg.create_task(
+                            self._explore_one(t, partial(self._explore_limited, t, config))
+                        )
+                        for t in task.tasks
+                    ]
             except BaseExceptionGroup as errors:  # raised as a lone explorer would raise it
                 raise errors.exceptions[0] from None
             found = [run.result() for run in runs]
         return {"pending": [t for t in found if t is not None]}
 
-    async def _explore_one(self, task: ExploreTask, config: RunnableConfig) -> Trajectory | None:
+    async def _explore_one(
+        self, task: ExploreTask, call: Callable[[], Awaitable[Trajectory]]
+    ) -> Trajectory | None:
+        """One explorer's trajectory from ``call``, in its span and through the round's gate.
+
+        None when round control dropped it (``compact`` records it as dropped,
+        not failed); every explorer node, plain or subgraph, goes through here.
+        """
         gate = self._gates.get((task.run_id, task.round)) if self._gates else None
         with self.tracer.explorer(
             task.run_id, task.index, task.references, task.messages, self.explorer_name
         ) as span:
             if gate is None:
-                trajectory = await self._explore_limited(task, config)
+                trajectory = await call()
             else:
-                outcome = await gate.run(lambda: self._explore_limited(task, config))
+                outcome = await gate.run(call)
                 if outcome is DROPPED:
                     return None
                 trajectory = cast(Trajectory, outcome)
@@ -290,26 +304,14 @@ class PaCoReNodes:
                     await explorer.release(task)
 
         async def explore(task: ExploreTask, config: RunnableConfig) -> dict[str, Any]:
-            gate = self._gates.get((task.run_id, task.round)) if self._gates else None
             try:
-                with self.tracer.explorer(
-                    task.run_id, task.index, task.references, task.messages, self.explorer_name
-                ) as span:
-                    # ``subgraph`` named here: LangGraph finds a node's subgraph
-                    # among the names its function uses.
-                    if gate is None:
-                        trajectory = await run(subgraph, task, config)
-                    else:
-                        outcome = await gate.run(lambda: run(subgraph, task, config))
-                        if outcome is DROPPED:
-                            return {"pending": []}
-                        trajectory = cast(Trajectory, outcome)
-                    span.record(trajectory)
+                # ``subgraph`` named here: LangGraph finds a node's subgraph
+                # among the names its function uses.
+                trajectory = await self._explore_one(task, lambda: run(subgraph, task, config))
             except BaseException as exc:
                 self.fail_run(task, exc)
                 raise
-            progress_writer()(explorer_finished(trajectory))
-            return {"pending": [trajectory]}
+            return {"pending": [] if trajectory is None else [trajectory]}
 
         return explore
 
