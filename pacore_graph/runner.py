@@ -24,7 +24,6 @@ Input records use the public PaCoRe pipeline's format: ``{"id", "messages",
 from __future__ import annotations
 
 import json
-import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -35,6 +34,7 @@ from pacore_graph.checkpoint import DEFAULT_DURABILITY, Durability
 from pacore_graph.fanout import Job, run_jobs
 from pacore_graph.graph import normalize_conversation
 from pacore_graph.jsonl import BadLine, open_append, read_lines
+from pacore_graph.progress import progress_bar
 from pacore_graph.records import PaCoReResult
 from pacore_graph.results_file import ResultLine, compact_results, read_results
 
@@ -190,7 +190,9 @@ async def run_dataset(
     todo = [r for r in records if r.id not in done]
     summary = RunSummary(total=len(todo) + len(done & {r.id for r in records}))
     summary.skipped = summary.total - len(todo)
-    bar = _progress_bar(len(todo), progress_file) if progress else _NoBar()
+    bar = progress_bar(
+        len(todo), desc="problems", unit="problem", enabled=progress, file=progress_file
+    )
     namespace = f"run:{out_path.resolve()}"
     with open_append(out_path) as sink:
 
@@ -234,28 +236,3 @@ async def run_dataset(
     compact_results(out_path)
     summary.wall_s = time.perf_counter() - started
     return summary
-
-
-class _NoBar:
-    """What the run loop calls on a progress bar, doing nothing."""
-
-    def update(self, n: int = 1) -> None:
-        pass
-
-    def set_postfix(self, **kwargs: Any) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
-def _progress_bar(total: int, file: IO[str] | None) -> Any:
-    """A tqdm bar on ``file`` (stderr when None).
-
-    Without progress the loop gets a :class:`_NoBar`, not ``tqdm(disable=True)``:
-    even disabled, tqdm starts a monitor thread and a multiprocessing lock,
-    ~20 ms before the first request of every run.
-    """
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc="problems", unit="problem", file=file or sys.stderr)

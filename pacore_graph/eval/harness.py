@@ -15,14 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
-
-from tqdm import tqdm
 
 from pacore_graph.answers import problem_text
 from pacore_graph.checkpoint import DEFAULT_DURABILITY, Durability
@@ -42,6 +39,7 @@ from pacore_graph.eval.report import MethodStats, summarize, write_report
 from pacore_graph.fanout import Job, run_jobs
 from pacore_graph.jsonl import iter_objects, open_append
 from pacore_graph.limits import SequenceLimiter
+from pacore_graph.progress import progress_bar
 from pacore_graph.records import PaCoReResult
 from pacore_graph.results_file import ResultLine, compact_results, read_results
 from pacore_graph.runner import DatasetRecord
@@ -186,12 +184,8 @@ async def run_eval(
             skipped += len(graded) * samples - len(todo)
             if not todo:
                 continue
-            bar = tqdm(
-                total=len(todo),
-                desc=spec.text,
-                unit="run",
-                disable=not progress,
-                file=progress_file or sys.stderr,
+            bar = progress_bar(
+                len(todo), desc=spec.text, unit="run", enabled=progress, file=progress_file
             )
             started = time.perf_counter()
 
