@@ -82,19 +82,10 @@ def _http_json(url: str, method: str = "GET") -> dict[str, object]:
 
 
 def _start_server(env: dict[str, str], cwd: Path) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pacore_graph.testing.throughput_server"],
-        stdout=subprocess.PIPE,
-        text=True,
-        env=env,
-        cwd=cwd,
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline().strip()
-    if not line.startswith("READY "):
-        proc.kill()
-        raise RuntimeError(f"throughput server did not start: {line!r}")
-    return proc, line.split()[1]
+    from pacore_graph.testing.loopback_server import spawn_server
+
+    argv = [sys.executable, "-m", "pacore_graph.testing.throughput_server"]
+    return spawn_server(argv, env=env, cwd=cwd)
 
 
 def _child_env(as_is: bool, cache: Path) -> dict[str, str]:

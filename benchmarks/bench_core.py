@@ -272,26 +272,12 @@ def run_variant(variant: str, base_url: str, count: int) -> dict[str, Any]:
 
 
 def start_server(latency: float) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            str(SERVER),
-            "--port",
-            "0",
-            "--latency",
-            str(latency),
-            "--reasoning-mode",
-            "reasoning",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline().strip()
-    if not line.startswith("READY "):
-        proc.kill()
-        raise RuntimeError(f"scripted server did not start: {line!r}")
-    return proc, line.split()[1]
+    # Here, not at the top: the floor's child processes run this script and
+    # must not pay for importing pacore_graph.
+    from pacore_graph.testing.loopback_server import spawn_server
+
+    argv = [sys.executable, str(SERVER), "--port", "0", "--latency", str(latency)]
+    return spawn_server([*argv, "--reasoning-mode", "reasoning"])
 
 
 def main() -> None:

@@ -65,24 +65,9 @@ def free_port() -> int:
 
 
 def start_upstream(latency: float) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            str(SERVER),
-            "--port",
-            "0",
-            "--latency",
-            str(latency),
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline().strip()
-    if not line.startswith("READY "):
-        proc.kill()
-        raise RuntimeError(f"scripted server did not start: {line!r}")
-    return proc, line.split(" ", 1)[1]
+    from pacore_graph.testing.loopback_server import spawn_server
+
+    return spawn_server([sys.executable, str(SERVER), "--port", "0", "--latency", str(latency)])
 
 
 def start_serve(upstreams: list[str]) -> tuple[subprocess.Popen[str], str]:

@@ -181,30 +181,14 @@ def http_json(url: str, method: str = "GET") -> dict[str, Any]:
 
 
 def start_server(args: argparse.Namespace) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pacore_graph.testing.throughput_server",
-            "--throughput",
-            str(args.throughput),
-            "--per-sequence-cap",
-            str(args.per_sequence_cap),
-            "--median",
-            str(args.median),
-            "--sigma",
-            str(args.sigma),
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-        env=child_env(None),
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline().strip()
-    if not line.startswith("READY "):
-        proc.kill()
-        raise RuntimeError(f"throughput server did not start: {line!r}")
-    return proc, line.split()[1]
+    # Here, not at the top: the floor's child processes run this script and
+    # must not pay for importing pacore_graph.
+    from pacore_graph.testing.loopback_server import spawn_server
+
+    argv = [sys.executable, "-m", "pacore_graph.testing.throughput_server"]
+    argv += ["--throughput", str(args.throughput), "--per-sequence-cap", str(args.per_sequence_cap)]
+    argv += ["--median", str(args.median), "--sigma", str(args.sigma)]
+    return spawn_server(argv, env=child_env(None))
 
 
 def child_env(public: Path | None) -> dict[str, str]:

@@ -15,14 +15,16 @@ import argparse
 import asyncio
 import contextlib
 import signal
+import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import ClassVar, Self
 
 from aiohttp import web
 
-__all__ = ["LoopbackServer", "serve_until_signalled", "server_arg_parser"]
+__all__ = ["LoopbackServer", "serve_until_signalled", "server_arg_parser", "spawn_server"]
 
 
 class LoopbackServer(abc.ABC):
@@ -205,3 +207,32 @@ async def serve_until_signalled(server: LoopbackServer) -> None:
         sys.stdout.write(f"READY {server.base_url}\n")
         sys.stdout.flush()
         await stop.wait()
+
+
+def spawn_server(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: str | Path | None = None,
+) -> tuple[subprocess.Popen[str], str]:
+    """Start a server process (``argv``) and wait for its ``READY <base_url>`` line.
+
+    The parent side of :func:`serve_until_signalled`, for benchmarks and
+    tests that want the server in its own process. Returns the process and the
+    base URL; the caller terminates the process. A child that exits or prints
+    anything else first is killed and reported with what it printed.
+    """
+    proc = subprocess.Popen(
+        list(argv),
+        stdout=subprocess.PIPE,
+        text=True,
+        env=None if env is None else dict(env),
+        cwd=cwd,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline().strip()
+    if not line.startswith("READY "):
+        proc.kill()
+        proc.wait()
+        raise RuntimeError(f"{' '.join(argv[:3])} did not start: {line!r}")
+    return proc, line.split()[1]
