@@ -581,3 +581,37 @@ def test_subprocess_mode_prints_ready_and_serves(launch: list[str]) -> None:
         assert b"Warning" not in stderr and b"Traceback" not in stderr, stderr.decode()
 
     run(main())
+
+
+def test_spawn_server_waits_for_ready_and_reports_a_child_that_never_is() -> None:
+    """``spawn_server`` returns a serving process's URL, and kills a child that prints else."""
+    import urllib.request
+
+    from pacore_graph.testing.loopback_server import spawn_server
+
+    argv = [sys.executable, "-m", "pacore_graph.testing.scripted_server", "--model", "spawned"]
+    proc, base_url = spawn_server(argv)
+    try:
+        with urllib.request.urlopen(f"{base_url}/models", timeout=10) as response:
+            listed = json.loads(response.read())
+        assert [m["id"] for m in listed["data"]] == ["spawned"]
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+    with pytest.raises(RuntimeError, match="did not start: 'not ready'"):
+        spawn_server([sys.executable, "-c", "print('not ready'); import time; time.sleep(60)"])
+    # The refused child was killed, not left sleeping.
+    alive = [
+        cmdline
+        for cmdline in (_read_cmdline(path) for path in Path("/proc").glob("[0-9]*/cmdline"))
+        if b"print('not ready')" in cmdline
+    ]
+    assert alive == []
+
+
+def _read_cmdline(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:  # the process ended meanwhile
+        return b""
