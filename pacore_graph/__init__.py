@@ -12,8 +12,9 @@ them. ``from pacore_graph import X`` works for every name in ``__all__``.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from pacore_graph.lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from pacore_graph.batching import SampleBatcher
@@ -111,13 +112,7 @@ _LOCATIONS: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LOCATIONS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"pacore_graph.{module}"), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
+__getattr__ = lazy_getattr(__name__, _LOCATIONS, globals())
 
 
 def __dir__() -> list[str]:

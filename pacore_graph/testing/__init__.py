@@ -10,8 +10,9 @@ pacore_graph.testing.scripted_server`` does not import the module twice, which
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from pacore_graph.lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from pacore_graph.testing.scripted_server import (
@@ -47,12 +48,8 @@ __all__ = [
 
 
 _THROUGHPUT = frozenset({"LengthModel", "ThroughputServer"})
+_LOCATIONS = {
+    name: "throughput_server" if name in _THROUGHPUT else "scripted_server" for name in __all__
+}
 
-
-def __getattr__(name: str) -> Any:
-    if name in __all__:
-        module = "throughput_server" if name in _THROUGHPUT else "scripted_server"
-        value = getattr(importlib.import_module(f"pacore_graph.testing.{module}"), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _LOCATIONS, globals())
