@@ -168,7 +168,6 @@ def build_pacore_graph(
         else str(getattr(explorer, "name", None) or type(explorer).__name__),
         name=name,
         limiter=custom_limiter,
-        group_sends=isinstance(explorer, ChatExplorer) and explorer.batcher.enabled,
     )
     builder = StateGraph(PaCoReState, input_schema=PaCoReInput, output_schema=PaCoReOutput)
     builder.add_node("prepare", nodes.prepare)  # fails before any span is opened

@@ -33,6 +33,7 @@ from pacore_graph.config import PaCoReConfig
 from pacore_graph.consensus import EarlyStop
 from pacore_graph.errors import ModelCallError, RoundFailedError
 from pacore_graph.explorer import (
+    ChatExplorer,
     ExploreGroup,
     Explorer,
     ExploreTask,
@@ -102,9 +103,9 @@ class PaCoReNodes:
     limiter: SequenceLimiter | None = None
     """Held (one unit per trajectory) around a custom explorer; None for the chat explorer,
     whose batcher holds one unit per sample itself."""
-    group_sends: bool = False
-    """One ``Send`` per round carrying all K tasks (:class:`ExploreGroup`): set by the
-    builder when the chat explorer's calls are ``n``-batched and so come back together."""
+    group_sends: bool = field(init=False)
+    """One ``Send`` per round carrying all K tasks (:class:`ExploreGroup`): the chat
+    explorer's calls are ``n``-batched, so its K samples come back together."""
     schedule: tuple[int, ...] = field(init=False)
     quorum: RoundQuorum = field(init=False)
     early_stop: EarlyStop | None = field(init=False)
@@ -116,6 +117,8 @@ class PaCoReNodes:
 
     def __post_init__(self) -> None:
         cfg = self.config
+        explorer = self.explorer
+        self.group_sends = isinstance(explorer, ChatExplorer) and explorer.batcher.enabled
         self.schedule = self._schedule(cfg)
         self.quorum = RoundQuorum(quorum=cfg.round_quorum, deadline=cfg.round_deadline)
         self.early_stop = (
