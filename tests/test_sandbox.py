@@ -605,6 +605,33 @@ def test_workspace_under_an_unreachable_directory_is_reachable(
     assert (ws / "x").read_text() == "ok"
 
 
+def test_a_checkout_in_an_unreachable_directory_still_runs_code(
+    sandbox: LocalSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The launcher's own files may sit under a directory the sandbox covers.
+
+    ``mktemp -d`` makes a 0700 directory: a clone there is unreachable by the
+    sandbox user, so the directory is covered and only the needed paths are
+    bound back. The launcher must have loaded its helpers before that.
+    """
+    from pacore_graph.tools.sandbox import supervise
+
+    private = tmp_path / "private"
+    checkout = private / "checkout"
+    ws = private / "ws"
+    checkout.mkdir(parents=True)
+    ws.mkdir()
+    here = Path(supervise.__file__).parent
+    for name in ("launcher.py", "workspace_copy.py"):
+        shutil.copy(here / name, checkout / name)
+    private.chmod(0o700)
+    monkeypatch.setattr(supervise, "_LAUNCHER", str(checkout / "launcher.py"))
+    r = run(sandbox, "open('x', 'w').write('ok'); print('ran')", workdir=ws)
+    assert r.ok, r.stderr
+    assert r.stdout.strip() == "ran"
+    assert (ws / "x").read_text() == "ok"  # copied in and back by the relocated launcher
+
+
 # Run by an ordinary user: fork as often as NPROC allows, then try to write /tmp.
 _AS_USER_CODE = """
 import os, time

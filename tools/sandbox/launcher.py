@@ -190,10 +190,16 @@ def _workspace_copy() -> ModuleType:
 
 
 class _Workspace:
-    """The host workspace (a descriptor taken before any mount) and its tmpfs stand-in."""
+    """The host workspace (a descriptor taken before any mount) and its tmpfs stand-in.
 
-    def __init__(self, host_fd: int) -> None:
+    ``copy`` is :mod:`workspace_copy`, loaded before any mount too: once an
+    unsearchable directory holding this checkout is covered (see
+    ``paths.covers``), its files are out of reach.
+    """
+
+    def __init__(self, host_fd: int, copy: ModuleType) -> None:
         self.host_fd = host_fd
+        self.copy = copy
         self.tmpfs_fd: int | None = None
         self.hidden: set[str] = set()
 
@@ -215,7 +221,7 @@ def _mount_workspace(
     owner = (int(uid), int(gid)) if uid is not None else None
     if owner is not None:
         os.fchown(tmpfs_fd, *owner)
-    copy = _workspace_copy()
+    copy = workspace.copy
     try:
         workspace.hidden = copy.copy_in(workspace.host_fd, tmpfs_fd, uid=uid, gid=gid, owner=owner)
     except copy.WorkspaceTooLarge as exc:
@@ -519,7 +525,7 @@ def _sync_back(workspace: _Workspace, status: _Status) -> None:
     if workspace.tmpfs_fd is None:
         return
     try:
-        _workspace_copy().copy_out(workspace.tmpfs_fd, workspace.host_fd, workspace.hidden)
+        workspace.copy.copy_out(workspace.tmpfs_fd, workspace.host_fd, workspace.hidden)
     except OSError as exc:  # WorkspaceTooDeep included: then nothing was changed
         status.send(event="sync_error", message=f"copying the workspace back failed: {exc}")
         return
@@ -543,7 +549,7 @@ def _launcher_main(argv: list[str]) -> NoReturn:
         host_fd = os.open(cfg["workdir"], os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as exc:
         status.fail("workspace", f"cannot open {cfg['workdir']}: {exc}", terminal=False)
-    workspace = _Workspace(host_fd)
+    workspace = _Workspace(host_fd, _workspace_copy())
     try:
         report = _isolate(libc, cfg, workspace)
     except _SetupError as exc:
