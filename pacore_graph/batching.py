@@ -181,7 +181,9 @@ class SampleBatcher:
                 w.future.set_result(outcome)
         for w in waiters[len(outcomes) :]:
             if not w.future.done():
-                w.future.set_exception(RuntimeError("the client returned too few samples"))
+                w.future.set_exception(
+                    ModelCallError("the client returned too few samples", kind="malformed")
+                )
 
     async def _stream(self, group: _Group, waiters: list[_Waiter], seed: int | None) -> None:
         """One streamed request for ``waiters``; each resolved as its sample finishes."""
@@ -194,7 +196,9 @@ class SampleBatcher:
                     _settle(waiters[index].future, outcome)
         for w in waiters:
             if not w.future.done():
-                w.future.set_exception(ModelCallError("the stream ended without this sample"))
+                w.future.set_exception(
+                    ModelCallError("the stream ended without this sample", kind="transport")
+                )
 
 
 def _settle(future: asyncio.Future[Completion], outcome: SampleOutcome) -> None:

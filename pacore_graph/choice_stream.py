@@ -24,9 +24,18 @@ from typing import Any
 
 from pacore_graph.errors import ModelCallError
 from pacore_graph.records import Completion
+from pacore_graph.reply_checks import (
+    indexed_choices,
+    malformed,
+    object_field,
+    optional_list,
+    text_field,
+    token_count,
+    usage_of,
+)
 from pacore_graph.sampling import SampleOutcome
 
-__all__ = ["ChoiceStream"]
+__all__ = ["ChoiceStream", "stream_error"]
 
 _loads: Callable[[bytes], Any]
 try:  # a vLLM stream is one event per token and choice: parsing is the client's hot loop
@@ -62,7 +71,9 @@ class ChoiceStream:
     def feed(self, payload: bytes, *, latency_s: float) -> list[tuple[int, SampleOutcome]]:
         """One ``data:`` payload in; the choices it finished out (index, outcome).
 
-        Raises :class:`ModelCallError` for an error event or an invalid one.
+        Raises :class:`ModelCallError` for an error event, or an event that is
+        not JSON or not of the chunk's shape (``kind="malformed"``; see
+        :mod:`pacore_graph.reply_checks`).
         """
         if payload == b"[DONE]":
             self.done = True
@@ -71,38 +82,35 @@ class ChoiceStream:
             event = _loads(payload)
         except ValueError:
             raise ModelCallError(
-                f"server sent an invalid stream event: {payload[:200]!r}", retryable=True
+                f"server sent an invalid stream event: {payload[:200]!r}",
+                retryable=True,
+                kind="malformed",
             ) from None
         if not isinstance(event, dict):
-            raise ModelCallError(
-                f"server sent a stream event that is not an object: {payload[:200]!r}"
-            )
+            raise malformed(f"a stream event is {payload[:60]!r}, not an object")
         if "error" in event or event.get("object") == "error":
-            raise _stream_error(event)
-        self.model = event.get("model") or self.model
-        choices = event.get("choices") or ()
-        usage = event.get("usage")
-        if isinstance(usage, Mapping) and usage.get("prompt_tokens") is not None:
-            self.prompt_tokens = int(usage.get("prompt_tokens") or 0)
+            raise stream_error(event)
+        model = event.get("model")
+        if isinstance(model, str) and model:
+            self.model = model
+        choices = indexed_choices(event.get("choices") or [], self.n, allow_repeats=True)
+        usage = usage_of(event)
+        if usage.get("prompt_tokens") is not None:
+            self.prompt_tokens = token_count(usage, "prompt_tokens")
         out: list[tuple[int, SampleOutcome]] = []
-        for raw in choices:
-            if not isinstance(raw, Mapping):
-                continue
-            index = raw.get("index", 0)
-            if not isinstance(index, int) or not 0 <= index < self.n or index in self.finished:
+        for index, raw in choices:
+            if index in self.finished:
                 continue
             self.seen.add(index)
             choice = self._choices.setdefault(index, _Choice())
-            _take_delta(choice, raw)
+            _take_delta(choice, raw, f"choice {index}")
             # Continuous usage is per choice only when the chunk carries one choice.
-            if isinstance(usage, Mapping) and len(choices) == 1:
-                tokens = usage.get("completion_tokens")
-                if isinstance(tokens, int):
-                    choice.usage_tokens = tokens
-            finish = raw.get("finish_reason")
+            if len(choices) == 1 and usage.get("completion_tokens") is not None:
+                choice.usage_tokens = token_count(usage, "completion_tokens")
+            finish = text_field(raw, "finish_reason", f"choice {index}")
             if finish is not None:
                 self.finished.add(index)
-                out.append((index, self._outcome(index, choice, str(finish), latency_s)))
+                out.append((index, self._outcome(index, choice, finish, latency_s)))
         return out
 
     def unfinished(self) -> list[int]:
@@ -117,7 +125,9 @@ class ChoiceStream:
             if choice.reasoning:
                 chars = sum(map(len, choice.reasoning))
                 why += f", {chars} characters of reasoning and no answer"
-            return ModelCallError(f"server returned no content (streamed none, {why})")
+            return ModelCallError(
+                f"server returned no content (streamed none, {why})", kind="no_content"
+            )
         if choice.usage_tokens is not None:
             tokens, estimated = choice.usage_tokens, False
         elif choice.logprobs is not None:
@@ -140,26 +150,34 @@ class ChoiceStream:
         )
 
 
-def _take_delta(choice: _Choice, raw: Mapping[str, Any]) -> None:
-    delta = raw.get("delta") or {}
-    think = delta.get("reasoning") or delta.get("reasoning_content")
+def _take_delta(choice: _Choice, raw: Mapping[str, Any], where: str) -> None:
+    delta = object_field(raw, "delta", where)
+    think = text_field(delta, "reasoning", f"{where}.delta") or text_field(
+        delta, "reasoning_content", f"{where}.delta"
+    )
     if think:
         choice.reasoning.append(think)
         choice.text_deltas += 1
-    if delta.get("content"):
-        choice.content.append(delta["content"])
+    content = text_field(delta, "content", f"{where}.delta")
+    if content:
+        choice.content.append(content)
         choice.text_deltas += 1
-    if delta.get("tool_calls"):
+    if optional_list(delta, "tool_calls", f"{where}.delta"):
         choice.tool_calls = True
-    logprobs = raw.get("logprobs")
-    if isinstance(logprobs, Mapping) and isinstance(logprobs.get("content"), list):
-        choice.logprobs = (choice.logprobs or []) + logprobs["content"]
-    token_ids = raw.get("token_ids")
-    if isinstance(token_ids, list):
-        choice.token_ids = (choice.token_ids or []) + token_ids
+    logprobs = object_field(raw, "logprobs", where)
+    entries = optional_list(logprobs, "content", f"{where}.logprobs")
+    if entries is not None:
+        if choice.logprobs is None:
+            choice.logprobs = []
+        choice.logprobs.extend(entries)
+    token_ids = optional_list(raw, "token_ids", where)
+    if token_ids is not None:
+        if choice.token_ids is None:
+            choice.token_ids = []
+        choice.token_ids.extend(token_ids)
 
 
-def _stream_error(event: Mapping[str, Any]) -> ModelCallError:
+def stream_error(event: Mapping[str, Any]) -> ModelCallError:
     """The error event a server sends when generation fails after the stream began.
 
     vLLM sends ``{"error": {"message", "type", "code"}}`` (older versions the
@@ -169,13 +187,17 @@ def _stream_error(event: Mapping[str, Any]) -> ModelCallError:
 
     error = event.get("error")
     detail = error if isinstance(error, Mapping) else event
-    message = str(detail.get("message") or json.dumps(dict(event))[:300])
+    message = " ".join(str(detail.get("message") or json.dumps(dict(event))).split())[:300]
     code = detail.get("code")
     status = (
-        int(code) if isinstance(code, int) or (isinstance(code, str) and code.isdigit()) else None
+        int(code)
+        if (isinstance(code, int) and not isinstance(code, bool) and 100 <= code <= 599)
+        or (isinstance(code, str) and code.isdigit() and len(code) == 3)
+        else None
     )
     return ModelCallError(
         f"server reported an error mid-stream: {message}",
         status=status,
         retryable=status is None or retryable_status(status),
+        kind="status" if status is not None else "other",
     )

@@ -45,10 +45,21 @@ from typing import Any, Protocol, runtime_checkable
 
 import aiohttp
 
-from pacore_graph.choice_stream import ChoiceStream
+from pacore_graph.call_deadline import CallDeadline
+from pacore_graph.choice_stream import ChoiceStream, stream_error
 from pacore_graph.config import RetryPolicy, SamplingParams
 from pacore_graph.errors import ModelCallError
 from pacore_graph.records import Completion
+from pacore_graph.reply_checks import (
+    indexed_choices,
+    malformed,
+    object_field,
+    optional_list,
+    text_field,
+    token_count,
+    usage_of,
+)
+from pacore_graph.reply_limits import read_capped, read_error_head, reply_cap, sse_lines
 from pacore_graph.sampling import (
     NSampler,
     PerSampleClient,
@@ -85,10 +96,11 @@ _OVERLOADED_STATUS = frozenset({429, 503})
 
 def http_error(url: str, status: int, raw: bytes, retry_after: str | None) -> ModelCallError:
     """The error for a non-200 answer: status, the body's head, whether and when to retry."""
-    detail = raw[:300].decode("utf-8", "replace").strip() or "(empty body)"
+    detail = " ".join(raw[:300].decode("utf-8", "replace").split()) or "(empty body)"
     return ModelCallError(
         f"HTTP {status} from {url}: {detail}",
         status=status,
+        kind="status",
         retryable=retryable_status(status),
         retry_after=parse_retry_after(retry_after),
         server_wide=status in _OVERLOADED_STATUS,
@@ -106,13 +118,15 @@ def transport_errors(url: str, timeout: float, doing: str) -> Iterator[None]:
         yield
     except TimeoutError:
         raise ModelCallError(
-            f"timed out after {timeout:g}s {doing} {url}", retryable=True
+            f"timed out after {timeout:g}s {doing} {url}", retryable=True, kind="timeout"
         ) from None
     except aiohttp.ClientError as exc:
+        detail = " ".join(str(exc).split())[:200]
         raise ModelCallError(
-            f"cannot reach {url}: {type(exc).__name__}: {exc}",
+            f"cannot reach {url}: {type(exc).__name__}: {detail}",
             retryable=True,
             server_wide=isinstance(exc, aiohttp.ClientConnectorError),
+            kind="transport",
         ) from None
 
 
@@ -209,15 +223,14 @@ def apportion(total: int, weights: Sequence[int]) -> list[int]:
     return shares
 
 
-def _choice_token_count(choice: Mapping[str, Any]) -> int | None:
+def _choice_token_count(choice: Mapping[str, Any], where: str) -> int | None:
     """Exact completion tokens of one choice when the server says (logprobs, token ids)."""
-    token_ids = choice.get("token_ids")
-    if isinstance(token_ids, list):
+    token_ids = optional_list(choice, "token_ids", where)
+    if token_ids is not None:
         return len(token_ids)
-    logprobs = choice.get("logprobs")
-    if isinstance(logprobs, Mapping) and isinstance(logprobs.get("content"), list):
-        return len(logprobs["content"])
-    return None
+    logprobs = object_field(choice, "logprobs", where)
+    entries = optional_list(logprobs, "content", f"{where}.logprobs")
+    return len(entries) if entries is not None else None
 
 
 def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
@@ -238,66 +251,85 @@ def parse_retry_after(value: str | None, *, now: float | None = None) -> float |
     return max(0.0, seconds)
 
 
-def _no_content(choice: Mapping[str, Any], message: Mapping[str, Any]) -> ModelCallError:
-    reasoning = message.get("reasoning") or message.get("reasoning_content") or ""
-    why = f"finish_reason={choice.get('finish_reason')!r}"
+def _no_content(finish: str | None, reasoning: str | None) -> ModelCallError:
+    why = f"finish_reason={finish!r}"
     if reasoning:
         why += f", {len(reasoning)} characters of reasoning and no answer"
-    return ModelCallError(f"server returned no content (content: null, {why})")
+    return ModelCallError(f"server returned no content (content: null, {why})", kind="no_content")
+
+
+def _answer_error(data: Mapping[str, Any]) -> ModelCallError:
+    """A 200 answer without choices: the server's own error object, on one line."""
+    error = data.get("error")
+    detail = error.get("message") if isinstance(error, Mapping) else error
+    text = json.dumps(detail if detail is not None else data, default=str)[:300]
+    return malformed(f"no choices in the answer: {text}")
 
 
 def parse_chat_choices(
-    data: Mapping[str, Any], *, latency_s: float, model: str | None = None
+    data: Mapping[str, Any], *, latency_s: float, model: str | None = None, n: int | None = None
 ) -> list[SampleOutcome]:
     """One outcome per choice of a chat.completion JSON object.
 
     A choice whose ``content`` is null (and that made no tool call) is a
     failed sample with its cause, not an empty success: a reasoning model cut
-    by ``max_tokens`` while still thinking answers like that.
+    by ``max_tokens`` while still thinking answers like that. An answer of
+    the wrong shape (see :mod:`pacore_graph.reply_checks`; ``n`` is how many
+    samples were asked for, and more choices than that are refused) raises
+    one ``ModelCallError(kind="malformed")``.
     """
-    choices = data.get("choices")
-    if not isinstance(choices, list) or not choices:
-        error = data.get("error")
-        raise ModelCallError(f"server answered without choices: {json.dumps(error or data)[:300]}")
-    usage = data.get("usage") or {}
-    prompt_tokens = int(usage.get("prompt_tokens") or 0)
-    total_completion = int(usage.get("completion_tokens") or 0)
-    choices = sorted(choices, key=lambda c: c.get("index", 0))
-    texts: list[tuple[str, str | None]] = []
-    for choice in choices:
-        message = choice.get("message") or {}
-        content = message.get("content") or ""
-        reasoning = message.get("reasoning")
+    raw_choices = data.get("choices")
+    if raw_choices is None or raw_choices == []:
+        raise _answer_error(data)
+    choices = indexed_choices(raw_choices, n)
+    usage = usage_of(data)
+    prompt_tokens = token_count(usage, "prompt_tokens")
+    total_completion = token_count(usage, "completion_tokens", samples=len(choices))
+    answer_model = data.get("model")
+    if not isinstance(answer_model, str) or not answer_model:
+        answer_model = model
+    parsed: list[tuple[Mapping[str, Any], str | None, str | None, str | None, list[Any] | None]]
+    parsed = []
+    for index, choice in choices:
+        where = f"choice {index}"
+        message = object_field(choice, "message", where)
+        content = text_field(message, "content", f"{where}.message")
+        reasoning = text_field(message, "reasoning", f"{where}.message")
         if reasoning is None:
-            reasoning = message.get("reasoning_content")
-        texts.append((content, reasoning))
-    exact = [_choice_token_count(c) for c in choices]
+            reasoning = text_field(message, "reasoning_content", f"{where}.message")
+        tool_calls = optional_list(message, "tool_calls", f"{where}.message")
+        finish = text_field(choice, "finish_reason", where)
+        if content is None and not tool_calls:
+            parsed.append((choice, None, reasoning, finish, None))
+            continue
+        parsed.append((choice, content or "", reasoning, finish, tool_calls))
+    exact = [_choice_token_count(c, f"choice {i}") for i, c in choices]
     if len(choices) == 1:
         shares, estimated = [total_completion], False
     elif all(e is not None for e in exact):
         shares, estimated = [int(e or 0) for e in exact], False
     else:
-        weights = [len(c) + len(r or "") for c, r in texts]
+        weights = [len(c or "") + len(r or "") for _, c, r, _, _ in parsed]
         shares, estimated = apportion(total_completion, weights), True
     out: list[SampleOutcome] = []
-    for choice, (content, reasoning), share in zip(choices, texts, shares, strict=True):
-        message = choice.get("message") or {}
-        if message.get("content") is None and not message.get("tool_calls"):
-            out.append(_no_content(choice, message))
+    for (choice, content, reasoning, finish, _), share in zip(parsed, shares, strict=True):
+        if content is None:
+            out.append(_no_content(finish, reasoning))
             continue
         token_ids = choice.get("token_ids")
+        logprobs = choice.get("logprobs")
         out.append(
             Completion(
                 content=content,
                 reasoning=reasoning,
-                finish_reason=choice.get("finish_reason"),
+                finish_reason=finish,
                 prompt_tokens=prompt_tokens,
                 completion_tokens=share,
                 latency_s=latency_s,
                 tokens_estimated=estimated,
-                logprobs=choice.get("logprobs"),
+                logprobs=logprobs if isinstance(logprobs, Mapping) else None,
                 token_ids=tuple(token_ids) if isinstance(token_ids, list) else None,
-                model=data.get("model") or model,
+                model=answer_model,
             )
         )
     return out
@@ -389,8 +421,14 @@ class OpenAICompatClient(PerSampleClient):
         n: int = 1,
         params: SamplingParams,
         seed: int | None = None,
+        deadline: CallDeadline | None = None,
     ) -> list[SampleOutcome]:
-        """Like :meth:`complete`, but one outcome per sample: a failure stays that sample's."""
+        """Like :meth:`complete`, but one outcome per sample: a failure stays that sample's.
+
+        ``deadline`` bounds the whole call, its retries and ``n``-splits
+        included (:mod:`pacore_graph.call_deadline`); by default one is
+        started here from the retry policy.
+        """
         if n < 1:
             raise ValueError(f"n must be >= 1, got {n}")
         body: dict[str, Any] = {
@@ -399,6 +437,9 @@ class OpenAICompatClient(PerSampleClient):
             **params.request_fields(),
         }
         check_encodable(body["messages"])
+        if deadline is None:
+            deadline = CallDeadline.start(self.retry.call_seconds(params.timeout))
+        call_deadline = deadline
 
         async def request(count: int, sample_seed: int | None) -> list[SampleOutcome]:
             one = dict(body)
@@ -406,7 +447,8 @@ class OpenAICompatClient(PerSampleClient):
                 one["n"] = count
             if sample_seed is not None:
                 one["seed"] = sample_seed
-            return with_seed(await self._post_with_retry(one, params.timeout), sample_seed)
+            got = await self._post_with_retry(one, params.timeout, call_deadline)
+            return with_seed(got, sample_seed)
 
         return await self._sampler.sample(request, n, seed)
 
@@ -417,6 +459,7 @@ class OpenAICompatClient(PerSampleClient):
         params: SamplingParams,
         seed: int | None = None,
         on_delta: DeltaCallback,
+        deadline: CallDeadline | None = None,
     ) -> Completion:
         """One sample over server-sent events, ``on_delta`` called as tokens arrive.
 
@@ -434,15 +477,23 @@ class OpenAICompatClient(PerSampleClient):
         if seed is not None:
             body["seed"] = seed
         policy = self.retry
+        if deadline is None:
+            deadline = CallDeadline.start(policy.call_seconds(params.timeout))
         for attempt in range(1, policy.max_attempts + 1):
+            if not deadline.allows():
+                raise deadline.expire()
             sent = [False]
             try:
-                return await self._stream_once(body, params.timeout, on_delta, sent)
+                return await self._stream_once(
+                    body, deadline.attempt_timeout(params.timeout), on_delta, sent
+                )
             except ModelCallError as exc:
                 exc.attempts = attempt
                 if sent[0] or not exc.retryable or attempt == policy.max_attempts:
                     raise
                 delay = policy.delay(attempt, retry_after=exc.retry_after, rng=self._rng)
+                if not deadline.allows(delay):
+                    raise deadline.expire(exc) from None
             await asyncio.sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -458,15 +509,16 @@ class OpenAICompatClient(PerSampleClient):
         reasoning: list[str] = []
         finish: str | None = None
         usage: Mapping[str, Any] = {}
+        payload_bytes = _encode(body)
+        cap = reply_cap(body, request_bytes=len(payload_bytes), streamed=True)
         with transport_errors(self._url, timeout, "streaming from"):
             async with self._session().post(
-                self._url, json=body, timeout=aiohttp.ClientTimeout(total=timeout)
+                self._url, data=payload_bytes, timeout=aiohttp.ClientTimeout(total=timeout)
             ) as resp:
                 if resp.status != 200:
-                    raw = await resp.read()
+                    raw = await read_error_head(resp)
                     raise http_error(self._url, resp.status, raw, resp.headers.get("Retry-After"))
-                async for raw_line in resp.content:
-                    line = raw_line.strip()
+                async for line in sse_lines(resp, cap, self._url):
                     if not line.startswith(b"data:"):
                         continue
                     payload = line[5:].strip()
@@ -478,36 +530,51 @@ class OpenAICompatClient(PerSampleClient):
                         raise ModelCallError(
                             f"server sent an invalid stream event: {payload[:200]!r}",
                             retryable=not sent[0],
+                            kind="malformed",
                         ) from None
-                    usage = event.get("usage") or usage
-                    for choice in event.get("choices") or ():
-                        delta = choice.get("delta") or {}
-                        think = delta.get("reasoning") or delta.get("reasoning_content")
+                    if not isinstance(event, dict):
+                        raise malformed(f"a stream event is {payload[:60]!r}, not an object")
+                    if "error" in event or event.get("object") == "error":
+                        raise stream_error(event)
+                    usage = usage_of(event) or usage
+                    for index, choice in indexed_choices(
+                        event.get("choices") or [], 1, allow_repeats=True
+                    ):
+                        where = f"choice {index}"
+                        delta = object_field(choice, "delta", where)
+                        think = text_field(delta, "reasoning", f"{where}.delta") or text_field(
+                            delta, "reasoning_content", f"{where}.delta"
+                        )
                         if think:
                             reasoning.append(think)
                             sent[0] = True
                             await on_delta("reasoning", think)
-                        if delta.get("content"):
-                            content.append(delta["content"])
+                        text = text_field(delta, "content", f"{where}.delta")
+                        if text:
+                            content.append(text)
                             sent[0] = True
-                            await on_delta("content", delta["content"])
-                        finish = choice.get("finish_reason") or finish
+                            await on_delta("content", text)
+                        finish = text_field(choice, "finish_reason", where) or finish
         if not content:
             # The streamed form of ``content: null``: a failure with its cause, not "".
             why = f"finish_reason={finish!r}"
             if reasoning:
                 why += f", {sum(map(len, reasoning))} characters of reasoning and no answer"
-            raise ModelCallError(f"server returned no content (streamed none, {why})")
+            raise ModelCallError(
+                f"server returned no content (streamed none, {why})", kind="no_content"
+            )
         # Servers that ignore stream_options (llama.cpp) send no usage: count the
         # deltas instead (one token per event there), marked as an estimate.
-        counted = "completion_tokens" in usage
+        counted = usage.get("completion_tokens") is not None
         return Completion(
             content="".join(content),
             reasoning="".join(reasoning) if reasoning else None,
             finish_reason=finish,
-            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            prompt_tokens=token_count(usage, "prompt_tokens"),
             completion_tokens=(
-                int(usage["completion_tokens"] or 0) if counted else len(content) + len(reasoning)
+                token_count(usage, "completion_tokens")
+                if counted
+                else len(content) + len(reasoning)
             ),
             latency_s=time.perf_counter() - started,
             tokens_estimated=not counted,
@@ -521,6 +588,7 @@ class OpenAICompatClient(PerSampleClient):
         n: int,
         params: SamplingParams,
         seed: int | None = None,
+        deadline: CallDeadline | None = None,
     ) -> AsyncGenerator[tuple[int, SampleOutcome], None]:
         """One ``n``-sample request over SSE; ``(index, outcome)`` as each choice finishes.
 
@@ -549,15 +617,17 @@ class OpenAICompatClient(PerSampleClient):
             body["n"] = n
         if seed is not None:
             body["seed"] = seed
+        policy = self.retry
+        if deadline is None:
+            deadline = CallDeadline.start(policy.call_seconds(params.timeout))
         missing: list[int] = list(range(n))
         if n > 1 and self._sampler.supports_n is False:
             async with contextlib.aclosing(
-                self._singles(body, params.timeout, seed, missing)
+                self._singles(body, params.timeout, seed, missing, deadline)
             ) as it:
                 async for item in it:
                     yield item
             return
-        policy = self.retry
         attempt = 0
         probing = False  # asking again without continuous usage after a 400
         while True:
@@ -565,8 +635,10 @@ class OpenAICompatClient(PerSampleClient):
             stream = ChoiceStream(n, model=self.model)
             reported = False
             try:
+                if not deadline.allows():
+                    raise deadline.expire()
                 async with contextlib.aclosing(
-                    self._stream_choices(body, params.timeout, stream)
+                    self._stream_choices(body, deadline.attempt_timeout(params.timeout), stream)
                 ) as choices:
                     async for index, outcome in choices:
                         reported = True
@@ -580,13 +652,17 @@ class OpenAICompatClient(PerSampleClient):
                 if probing and exc.status in (400, 422):
                     self._continuous_usage = True  # a bad request either way, not the option
                 exc.attempts = attempt
+                delay = 0.0
+                if exc.retryable and not reported and attempt < policy.max_attempts:
+                    delay = policy.delay(attempt, retry_after=exc.retry_after, rng=self._rng)
+                    if not deadline.allows(delay):
+                        deadline.expire(exc)
                 if reported or not exc.retryable or attempt >= policy.max_attempts:
                     if exc.retryable and not reported and attempt > 1:
                         exc.args = (f"{exc.args[0]} (gave up after {attempt} attempts)",)
                     for index in stream.unfinished():
                         yield index, exc
                     return
-                delay = policy.delay(attempt, retry_after=exc.retry_after, rng=self._rng)
             await asyncio.sleep(delay)
         missing = stream.unfinished()
         if not missing:
@@ -596,7 +672,7 @@ class OpenAICompatClient(PerSampleClient):
         if stream.done and n > 1 and stream.seen <= {0}:
             self._sampler.supports_n = False  # the server ignored n: ask for the rest alone
             async with contextlib.aclosing(
-                self._singles(body, params.timeout, seed, missing)
+                self._singles(body, params.timeout, seed, missing, deadline)
             ) as it:
                 async for item in it:
                     yield item
@@ -605,6 +681,7 @@ class OpenAICompatClient(PerSampleClient):
             "the stream ended before this sample finished"
             + ("" if stream.done else " (no [DONE]: the connection was cut)"),
             retryable=True,
+            kind="transport",
         )
         for index in missing:
             yield index, cut
@@ -627,12 +704,14 @@ class OpenAICompatClient(PerSampleClient):
         """One attempt: the choices of one streamed request as they finish."""
         started = time.perf_counter()
         body["stream_options"] = self._stream_options()
+        payload = _encode(body)
+        cap = reply_cap(body, request_bytes=len(payload), streamed=True)
         with transport_errors(self._url, timeout, "streaming from"):
             async with self._session().post(
-                self._url, json=body, timeout=aiohttp.ClientTimeout(total=timeout)
+                self._url, data=payload, timeout=aiohttp.ClientTimeout(total=timeout)
             ) as resp:
                 if resp.status != 200:
-                    raw = await resp.read()
+                    raw = await read_error_head(resp)
                     if resp.status in (400, 422) and self._continuous_usage:
                         # Maybe a server that refuses vLLM's option: ask once more
                         # without it (a bad request fails again, then for good).
@@ -642,8 +721,7 @@ class OpenAICompatClient(PerSampleClient):
                     raise http_error(self._url, resp.status, raw, resp.headers.get("Retry-After"))
                 complete = False
                 try:
-                    async for raw_line in resp.content:
-                        line = raw_line.strip()
+                    async for line in sse_lines(resp, cap, self._url):
                         if not line.startswith(b"data:"):
                             continue
                         latency = time.perf_counter() - started
@@ -657,7 +735,12 @@ class OpenAICompatClient(PerSampleClient):
                         resp.close()  # drop the connection: the server cancels the rest
 
     async def _singles(
-        self, body: Mapping[str, Any], timeout: float, seed: int | None, indices: list[int]
+        self,
+        body: Mapping[str, Any],
+        timeout: float,
+        seed: int | None,
+        indices: list[int],
+        deadline: CallDeadline,
     ) -> AsyncGenerator[tuple[int, SampleOutcome], None]:
         """Samples ``indices`` one JSON request each (seed + j), reported as each returns."""
         one = {k: v for k, v in body.items() if k not in ("n", "stream", "stream_options")}
@@ -668,10 +751,10 @@ class OpenAICompatClient(PerSampleClient):
             if sample is not None:
                 request["seed"] = sample
             try:
-                got = with_seed(await self._post_with_retry(request, timeout), sample)
+                got = with_seed(await self._post_with_retry(request, timeout, deadline), sample)
             except ModelCallError as exc:
                 return j, exc
-            return j, got[0] if got else ModelCallError("server answered with no choices")
+            return j, got[0] if got else malformed("the answer had no choices")
 
         tasks = [asyncio.ensure_future(fetch(j)) for j in indices]
         try:
@@ -682,12 +765,14 @@ class OpenAICompatClient(PerSampleClient):
                 task.cancel()
 
     async def _post_with_retry(
-        self, body: Mapping[str, Any], timeout: float
+        self, body: Mapping[str, Any], timeout: float, deadline: CallDeadline
     ) -> list[SampleOutcome]:
         policy = self.retry
         for attempt in range(1, policy.max_attempts + 1):
+            if not deadline.allows():
+                raise deadline.expire()
             try:
-                return await self._post(body, timeout)
+                return await self._post(body, deadline.attempt_timeout(timeout))
             except ModelCallError as exc:
                 exc.attempts = attempt
                 if not exc.retryable or attempt == policy.max_attempts:
@@ -695,18 +780,25 @@ class OpenAICompatClient(PerSampleClient):
                         exc.args = (f"{exc.args[0]} (gave up after {attempt} attempts)",)
                     raise
                 delay = policy.delay(attempt, retry_after=exc.retry_after, rng=self._rng)
+                if not deadline.allows(delay):
+                    raise deadline.expire(exc) from None
             await asyncio.sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _post(self, body: Mapping[str, Any], timeout: float) -> list[SampleOutcome]:
         started = time.perf_counter()
+        payload = _encode(body)
+        cap = reply_cap(body, request_bytes=len(payload))
         with transport_errors(self._url, timeout, "waiting for"):
             async with self._session().post(
-                self._url, json=body, timeout=aiohttp.ClientTimeout(total=timeout)
+                self._url, data=payload, timeout=aiohttp.ClientTimeout(total=timeout)
             ) as resp:
-                raw = await resp.read()
                 status = resp.status
                 retry_after = resp.headers.get("Retry-After")
+                if status != 200:
+                    raw = await read_error_head(resp)
+                else:
+                    raw = await read_capped(resp, cap, self._url)
         latency = time.perf_counter() - started
         if status != 200:
             raise http_error(self._url, status, raw, retry_after)
@@ -716,7 +808,18 @@ class OpenAICompatClient(PerSampleClient):
             raise ModelCallError(
                 f"server sent invalid JSON: {raw[:200].decode('utf-8', 'replace')!r}",
                 retryable=True,
+                kind="malformed",
             ) from None
+        finally:
+            del raw  # the bytes are parsed or dropped, not kept for as long as the call lives
         if not isinstance(data, dict):
-            raise ModelCallError(f"server sent JSON that is not an object: {raw[:200]!r}")
-        return parse_chat_choices(data, latency_s=latency, model=self.model)
+            raise malformed(f"the answer is {type(data).__name__} JSON, not an object")
+        n = body.get("n")
+        return parse_chat_choices(
+            data, latency_s=latency, model=self.model, n=n if isinstance(n, int) else 1
+        )
+
+
+def _encode(body: Mapping[str, Any]) -> bytes:
+    """A request body as sent: encoded once, so the reply cap can count its size."""
+    return json.dumps(body).encode("utf-8")

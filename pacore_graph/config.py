@@ -83,6 +83,16 @@ class RetryPolicy(_Frozen):
     max_retry_after: float = Field(
         60.0, ge=0.0, le=3600.0, description="Longest server Retry-After honoured (seconds)."
     )
+    deadline: float | None = Field(
+        None,
+        gt=0.0,
+        description="Seconds one model call may take in all: its attempts, backoffs and "
+        "n-splits (pacore_graph.call_deadline); None: the per-attempt timeout x max_attempts.",
+    )
+
+    def call_seconds(self, timeout: float) -> float:
+        """The total deadline of one call whose attempts each time out after ``timeout``."""
+        return self.deadline if self.deadline is not None else timeout * self.max_attempts
 
     def backoff(self, attempt: int) -> float:
         """Seconds to wait before retry number ``attempt`` (1-based)."""

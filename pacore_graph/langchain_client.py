@@ -17,6 +17,7 @@ OpenAI-compatible server) the way this project needs it:
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -27,10 +28,12 @@ from langchain_core.messages import AIMessage, convert_to_messages
 from langchain_core.outputs import ChatResult
 from langchain_openai import ChatOpenAI
 
+from pacore_graph.call_deadline import CallDeadline
 from pacore_graph.client import apportion, resolve_api_key, retryable_status
 from pacore_graph.config import RetryPolicy, SamplingParams
 from pacore_graph.errors import ModelCallError
 from pacore_graph.records import Completion
+from pacore_graph.reply_checks import malformed, token_count
 from pacore_graph.sampling import (
     NSampler,
     PerSampleClient,
@@ -152,12 +155,26 @@ class LangChainChatClient(PerSampleClient):
             kwargs["max_tokens"] = params.max_tokens
         convo = list(messages)
         check_encodable(convo)
+        # The SDK's timeout is per attempt and it retries on its own: the deadline
+        # bounds the whole call, its retries and n-splits (pacore_graph.call_deadline).
+        attempts = getattr(self.chat_model, "max_retries", None)
+        attempts = attempts + 1 if isinstance(attempts, int) and attempts >= 0 else 1
+        deadline = CallDeadline.start(params.timeout * attempts)
 
         async def request(count: int, sample_seed: int | None) -> list[SampleOutcome]:
             call = dict(kwargs)
             if sample_seed is not None:
                 call["seed"] = sample_seed
-            return with_seed(await self._generate(convo, count, call), sample_seed)
+            if not deadline.allows():
+                raise deadline.expire()
+            try:
+                async with asyncio.timeout(deadline.remaining()):
+                    got = await self._generate(convo, count, call)
+            except TimeoutError:
+                raise deadline.expire() from None
+            if len(got) > count:
+                raise malformed(f"{len(got)} choices for n={count}")
+            return with_seed(got, sample_seed)
 
         return await self._sampler.sample(request, n, seed)
 
@@ -176,13 +193,24 @@ class LangChainChatClient(PerSampleClient):
             # The SDK already retried; the kind of error decides whether a smaller
             # request is worth trying (see pacore_graph.sampling).
             status = getattr(exc, "status_code", None)
-            transient = isinstance(exc, openai.APIConnectionError | openai.APITimeoutError)
+            status = status if isinstance(status, int) else None
+            timed_out = isinstance(exc, openai.APITimeoutError)
+            transient = timed_out or isinstance(exc, openai.APIConnectionError)
+            kind = (
+                "timeout"
+                if timed_out
+                else "transport"
+                if transient
+                else "status"
+                if status is not None
+                else "malformed"  # the SDK could not make sense of the answer
+            )
             raise ModelCallError(
-                f"{type(exc).__name__}: {exc}",
+                f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}",
                 status=status,
-                retryable=transient or (isinstance(status, int) and retryable_status(status)),
-                server_wide=status in (429, 503)
-                or (transient and not isinstance(exc, openai.APITimeoutError)),
+                retryable=transient or (status is not None and retryable_status(status)),
+                server_wide=status in (429, 503) or (transient and not timed_out),
+                kind=kind,
             ) from exc
         latency = time.perf_counter() - started
         generations = result.generations[0]
@@ -194,12 +222,16 @@ class LangChainChatClient(PerSampleClient):
             content = ai.text if ai is not None else gen.text
             reasoning = ai.additional_kwargs.get("reasoning_content") if ai is not None else None
             texts.append((content, reasoning, ai))
-        total = int(usage.get("completion_tokens") or 0)
+        if not isinstance(usage, Mapping):
+            raise malformed(f"usage is {type(usage).__name__}, not an object")
+        total = token_count(usage, "completion_tokens", samples=max(1, len(texts)))
         first = texts[0][2] if texts else None
         if not total and first is not None and first.usage_metadata:
             # Models without llm_output usage: every message carries the request's usage.
-            total = int(first.usage_metadata.get("output_tokens", 0))
-        prompt_tokens = int(usage.get("prompt_tokens") or 0)
+            total = token_count(
+                dict(first.usage_metadata), "output_tokens", samples=max(1, len(texts))
+            )
+        prompt_tokens = token_count(usage, "prompt_tokens")
         shares = (
             [total]
             if len(texts) == 1
@@ -222,6 +254,7 @@ class LangChainChatClient(PerSampleClient):
             if ai is not None and NO_CONTENT_KEY in ai.additional_kwargs:
                 finish = ai.additional_kwargs[NO_CONTENT_KEY]
                 out[i] = ModelCallError(
-                    f"server returned no content (content: null, finish_reason={finish!r})"
+                    f"server returned no content (content: null, finish_reason={finish!r})",
+                    kind="no_content",
                 )
         return out

@@ -41,10 +41,12 @@ from typing import Any
 
 import aiohttp
 
+from pacore_graph.call_deadline import CallDeadline
 from pacore_graph.client import DeltaCallback, OpenAICompatClient, resolve_api_key
 from pacore_graph.config import RetryPolicy, SamplingParams
 from pacore_graph.errors import ModelCallError
 from pacore_graph.records import Completion
+from pacore_graph.reply_limits import read_error_head
 from pacore_graph.sampling import PerSampleClient, SampleOutcome
 
 __all__ = ["MultiEndpointClient", "ReplicaStats", "chat_client_for"]
@@ -123,8 +125,14 @@ _GAVE_UP = re.compile(r" \(gave up after \d+ attempts?\)$")
 
 
 def _ejects(exc: ModelCallError) -> bool:
-    """Connection refused/reset, timeouts and 5xx take a replica out; 4xx do not."""
-    return exc.status is None or exc.status >= 500
+    """Connection refused/reset, timeouts and 5xx take a replica out.
+
+    4xx do not, nor does one sample's answer (no content, a malformed or
+    oversized reply): the replica is up, that answer was bad.
+    """
+    if exc.status is not None:
+        return exc.status >= 500
+    return exc.kind in ("transport", "timeout", "other")
 
 
 class MultiEndpointClient(PerSampleClient):
@@ -233,7 +241,7 @@ class MultiEndpointClient(PerSampleClient):
                 await asyncio.sleep(self.health_interval)
                 try:
                     async with session.get(url, timeout=timeout) as resp:
-                        await resp.read()
+                        await read_error_head(resp)  # a bounded read: only the status counts
                         if resp.status == 200:
                             replica.healthy = True
                 except (aiohttp.ClientError, TimeoutError):
@@ -248,7 +256,7 @@ class MultiEndpointClient(PerSampleClient):
                 async with session.get(
                     f"{replica.client.base_url}/models", timeout=timeout
                 ) as resp:
-                    await resp.read()
+                    await read_error_head(resp)
                     ok = resp.status == 200
             except (aiohttp.ClientError, TimeoutError):
                 ok = False
@@ -281,13 +289,20 @@ class MultiEndpointClient(PerSampleClient):
             raise ValueError(f"n must be >= 1, got {n}")
         policy = self.retry
         rotation = _Rotation()
+        deadline = CallDeadline.start(policy.call_seconds(params.timeout))
+        outcomes: list[SampleOutcome] = [deadline.expire()] * n
         for attempt in range(1, policy.max_attempts + 1):
-            replica = await self._next_replica(attempt, rotation)
+            index = await self._next_replica(attempt, rotation, deadline)
+            if index is None:  # the call's deadline passed: the last answer stands
+                return _final(outcomes, deadline)
+            replica = self._replicas[index]
             with replica.busy(n):
                 outcomes = await replica.client.complete_each(
-                    messages, n=n, params=params, seed=seed
+                    messages, n=n, params=params, seed=seed, deadline=deadline
                 )
             failures = [o for o in outcomes if isinstance(o, ModelCallError)]
+            for failure in failures:
+                failure.upstream = index
             replica.samples += len(outcomes) - len(failures)
             if not failures:
                 return outcomes
@@ -323,8 +338,13 @@ class MultiEndpointClient(PerSampleClient):
         """
         policy = self.retry
         rotation = _Rotation()
+        deadline = CallDeadline.start(policy.call_seconds(params.timeout))
+        last: ModelCallError | None = None
         for attempt in range(1, policy.max_attempts + 1):
-            replica = await self._next_replica(attempt, rotation)
+            index = await self._next_replica(attempt, rotation, deadline)
+            if index is None:
+                raise deadline.expire(last)
+            replica = self._replicas[index]
             sent = False
 
             async def forward(kind: str, text: str) -> None:
@@ -335,31 +355,41 @@ class MultiEndpointClient(PerSampleClient):
             try:
                 with replica.busy(1):
                     out = await replica.client.stream(
-                        messages, params=params, seed=seed, on_delta=forward
+                        messages, params=params, seed=seed, on_delta=forward, deadline=deadline
                     )
             except ModelCallError as exc:
+                exc.upstream = index
                 self._failed(replica, [exc])
                 exc.attempts = attempt
                 if sent or not exc.retryable or attempt == policy.max_attempts:
                     raise
                 rotation.retry_after = exc.retry_after
+                last = exc
                 continue
             replica.samples += 1
             return out
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _next_replica(self, attempt: int, rotation: _Rotation) -> _Replica:
+    async def _next_replica(
+        self, attempt: int, rotation: _Rotation, deadline: CallDeadline
+    ) -> int | None:
         """The replica for ``attempt``: each at most once per round, least loaded first.
 
         Once every replica has failed this request, wait (jittered, or as the
-        last replica asked) and go round again.
+        last replica asked) and go round again; None when the call's deadline
+        has passed or would pass during that wait.
         """
         if len(rotation.tried) == len(self._replicas):
-            await asyncio.sleep(self._round_delay(attempt, rotation.retry_after))
+            delay = self._round_delay(attempt, rotation.retry_after)
+            if not deadline.allows(delay):
+                return None
+            await asyncio.sleep(delay)
             rotation.tried.clear()
+        if not deadline.allows():
+            return None
         index = self._pick(rotation.tried)
         rotation.tried.add(index)
-        return self._replicas[index]
+        return index
 
     def _failed(self, replica: _Replica, errors: Sequence[ModelCallError]) -> None:
         """Count a failed request; eject the replica when an error says it is down."""
@@ -393,6 +423,13 @@ class MultiEndpointClient(PerSampleClient):
                 down = [r.client.base_url for r in self._replicas if not r.healthy]
                 raise TimeoutError(f"replicas still out of rotation: {down}")
             await asyncio.sleep(0.05)
+
+
+def _final(outcomes: list[SampleOutcome], deadline: CallDeadline) -> list[SampleOutcome]:
+    """The last attempt's outcomes, its errors marked as ended by the call deadline."""
+    for exc in {id(o): o for o in outcomes if isinstance(o, ModelCallError)}.values():
+        deadline.expire(exc)
+    return outcomes
 
 
 def chat_client_for(

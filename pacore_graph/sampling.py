@@ -131,9 +131,15 @@ class NSampler:
                 self.sample(request, n - half, sample_seed(seed, half)),
             )
             return first + second
-        if len(got) >= n:
+        if len(got) > n:
+            # Extra choices are paid for and could not be counted: refused, not cut.
+            error = ModelCallError(
+                f"malformed reply from the server: {len(got)} choices for n={n}", kind="malformed"
+            )
+            return [error] * n
+        if len(got) == n:
             self.supports_n = True
-            return got[:n]
+            return got
         # The server ignored n: fetch the rest one by one (and remember).
         self.supports_n = False
         return got + await self._singles(request, seed, len(got), n)
@@ -148,7 +154,9 @@ class NSampler:
             except ModelCallError as exc:
                 return exc
             if not got:
-                return ModelCallError("server answered with no choices")
+                return ModelCallError(
+                    "malformed reply from the server: no choices", kind="malformed"
+                )
             return got[0]
 
         return list(await asyncio.gather(*(one(j) for j in range(start, stop))))
@@ -165,5 +173,6 @@ def check_encodable(messages: Sequence[Mapping[str, Any]]) -> None:
         json.dumps(list(messages), ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError as exc:
         raise ModelCallError(
-            f"the prompt is not valid UTF-8 text (lone surrogate at character {exc.start})"
+            f"the prompt is not valid UTF-8 text (lone surrogate at character {exc.start})",
+            kind="other",  # our input, not the upstream's answer
         ) from None
