@@ -14,11 +14,15 @@ defaults suited to a server:
 - ``PACORE_TEMPERATURE``, ``PACORE_TOP_P``, ``PACORE_TIMEOUT``, ``PACORE_SEED``,
   ``PACORE_RETRIES``, ``PACORE_COMPACTOR``, ``PACORE_REFERENCE_ORDER``, ...
 - ``PACORE_API_KEY`` / ``OPENAI_API_KEY``
+- ``PACORE_MAX_ROUNDS`` (16), ``PACORE_MAX_SAMPLES_PER_REQUEST`` (4096),
+  ``PACORE_MAX_TOKENS_CAP`` (131072): the caps on what one request may ask for
 
 Each request may change the run's shape through ``config.configurable``:
 ``preset``, ``rounds``, ``compactor``, ``temperature``, ``top_p``,
-``max_tokens``, ``seed`` (see :mod:`pacore_graph.settings`); the assistant
-publishes the graph's input and output schemas.
+``max_tokens``, ``seed`` (see :mod:`pacore_graph.settings`), within those
+caps; its ``compactor`` is a built-in name (``conclusion``, ``answer``,
+``budget:N``), never a ``module:attr`` (``PACORE_COMPACTOR``, the operator's,
+may be one). The assistant publishes the graph's input and output schemas.
 """
 
 from __future__ import annotations
@@ -62,7 +66,10 @@ def make_graph(env: Mapping[str, str] = os.environ) -> Any:
         retry=config.retry,
     )
     return build_pacore_graph(
-        client, config=config, compactor=compactor_from_name(settings.compactor)
+        client,
+        config=config,
+        compactor=compactor_from_name(settings.compactor),
+        limits=settings.limits(),
     )
 
 

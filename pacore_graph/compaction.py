@@ -33,6 +33,7 @@ __all__ = [
     "ConclusionCompactor",
     "TokenBudgetCompactor",
     "approximate_tokens",
+    "builtin_compactor",
     "compactor_from_name",
     "extract_boxed",
     "split_conclusion",
@@ -126,11 +127,13 @@ _BUILTIN: dict[str, Callable[[], Compactor]] = {
 }
 
 
-def compactor_from_name(spec: str) -> Compactor:
-    """Resolve a CLI name: ``conclusion``, ``answer``, ``budget:N`` or ``module:attr``.
+def builtin_compactor(spec: str) -> Compactor | None:
+    """A built-in compactor by name (``conclusion``, ``answer``, ``budget:N``), else None.
 
-    ``module:attr`` imports a user's compactor: a class or factory called with
-    no arguments, or an object that already has ``compact``.
+    Never imports anything: this is what names coming from a request (a served
+    graph's per-run settings, ``pacore serve``) may resolve to, together with
+    the names a deployment registers (:class:`~pacore_graph.compactor_registry.CompactorRegistry`).
+    ValueError for a malformed ``budget:N``.
     """
     spec = spec.strip()
     if spec in _BUILTIN:
@@ -141,8 +144,24 @@ def compactor_from_name(spec: str) -> Compactor:
             return TokenBudgetCompactor(max_tokens=int(arg))
         except ValueError:
             raise ValueError(
-                f"compactor {spec!r}: expected budget:N with N a positive integer"
+                f"compactor {spec[:80]!r}: expected budget:N with N a positive integer"
             ) from None
+    return None
+
+
+def compactor_from_name(spec: str) -> Compactor:
+    """Resolve a builder or CLI name: ``conclusion``, ``answer``, ``budget:N`` or ``module:attr``.
+
+    ``module:attr`` imports a user's compactor: a class or factory called with
+    no arguments, or an object that already has ``compact``. It is for code and
+    the operator's command line only; names from a request go through
+    :func:`builtin_compactor` or a registry, which import nothing.
+    """
+    spec = spec.strip()
+    builtin = builtin_compactor(spec)
+    if builtin is not None:
+        return builtin
+    name, _, arg = spec.partition(":")
     if arg:
         module = importlib.import_module(name)
         obj = getattr(module, arg)

@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Annotated, Any, Literal
 
-from pydantic import ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     EnvSettingsSource,
@@ -42,6 +42,14 @@ from pacore_graph.options import (
     parse_rounds,
 )
 from pacore_graph.presets import PRESETS
+from pacore_graph.request_limits import (
+    DEFAULT_MAX_ROUNDS,
+    DEFAULT_MAX_SAMPLES_PER_REQUEST,
+    DEFAULT_MAX_TOKENS_CAP,
+    LIMIT_CEILING,
+    RequestLimitError,
+    RequestLimits,
+)
 
 __all__ = ["PaCoReSettings", "format_settings_error", "load_settings"]
 
@@ -94,6 +102,9 @@ class PaCoReSettings(BaseSettings):
     shuffle_seed: int | None = None
     reference_order: Literal["public", "compacted"] | None = None
     retries: int | None = None
+    max_rounds: int = Field(DEFAULT_MAX_ROUNDS, ge=1, le=1024)
+    max_samples_per_request: int = Field(DEFAULT_MAX_SAMPLES_PER_REQUEST, ge=2, le=LIMIT_CEILING)
+    max_tokens_cap: int = Field(DEFAULT_MAX_TOKENS_CAP, ge=1, le=LIMIT_CEILING)
     client: Literal["direct", "langchain"] = "direct"
     no_batch: bool = False
     trace: str | None = None
@@ -120,6 +131,24 @@ class PaCoReSettings(BaseSettings):
         if value is not None and value not in TRACE_KINDS:
             raise ValueError(f"must be one of {', '.join(TRACE_KINDS)}")
         return value
+
+    @model_validator(mode="after")
+    def _within_limits(self) -> PaCoReSettings:
+        """The run these settings describe must fit the per-request caps (one validator)."""
+        try:
+            self.limits().check(rounds=self.round_widths(), max_tokens=self.max_tokens)
+        except RequestLimitError as exc:
+            flag = "--rounds" if exc.field == "rounds" else "--max-tokens"
+            raise ValueError(f"{flag} ({env_name(exc.field)}): {exc}") from None
+        return self
+
+    def limits(self) -> RequestLimits:
+        """The per-request caps these settings give (``--max-rounds``, ...)."""
+        return RequestLimits(
+            max_rounds=self.max_rounds,
+            max_samples_per_request=self.max_samples_per_request,
+            max_tokens_cap=self.max_tokens_cap,
+        )
 
     @classmethod
     def settings_customise_sources(
@@ -225,6 +254,8 @@ def format_settings_error(exc: ValidationError) -> str:
     """One line naming each bad setting by its variable (flags are checked by the parser)."""
     parts = []
     for err in exc.errors():
-        field = str(err["loc"][0]) if err["loc"] else "settings"
-        parts.append(f"{env_name(field)}: {err['msg']}")
+        if not err["loc"]:  # a check across fields: its message names them
+            parts.append(str(err["msg"]).removeprefix("Value error, "))
+            continue
+        parts.append(f"{env_name(str(err['loc'][0]))}: {err['msg']}")
     return "invalid settings: " + "; ".join(parts)

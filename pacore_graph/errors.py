@@ -73,9 +73,21 @@ ERROR_KINDS: dict[str, str] = {
 
 
 class RoundFailedError(PaCoReError):
-    """Every explorer call of a round failed, so there is nothing to synthesise from."""
+    """Every explorer call of a round failed, so there is nothing to synthesise from.
+
+    ``errors`` are the trajectories' error texts, for the operator: they may
+    name upstream URLs and quote upstream bodies. What may reach a client is
+    :meth:`public_message`, built from the round index and the count only.
+    """
 
     def __init__(self, message: str, *, round_index: int, errors: list[str]) -> None:
         super().__init__(message)
         self.round_index = round_index
         self.errors = errors
+
+    def public_message(self) -> str:
+        """A one-line cause safe to send to a client: no URL, no upstream text."""
+        return (
+            f"round {self.round_index}: all {len(self.errors)} explorer calls to the upstream "
+            "model failed (the server log has the causes)"
+        )

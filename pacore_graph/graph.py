@@ -39,21 +39,28 @@ from pacore_graph.batching import SampleBatcher, streams_samples
 from pacore_graph.checkpoint import with_pacore_types
 from pacore_graph.client import ChatClient
 from pacore_graph.compaction import Compactor, compactor_from_name
+from pacore_graph.compactor_registry import CompactorRegistry
 from pacore_graph.config import PaCoReConfig
 from pacore_graph.explorer import ChatExplorer, Explorer, GraphExplorer
 from pacore_graph.limits import SequenceLimiter
 from pacore_graph.nodes import PaCoReNodes, normalize_conversation
 from pacore_graph.prompts import SYNTHESIS_TEMPLATE, render_synthesis
 from pacore_graph.records import PaCoReResult
-from pacore_graph.settings import MAX_RUN_ROUNDS
+from pacore_graph.request_limits import RequestLimits
 from pacore_graph.state import PaCoReInput, PaCoReOutput, PaCoReState
 from pacore_graph.tracing import RunTracer, TraceOptions
 
 __all__ = ["ainvoke_pacore", "build_pacore_graph", "normalize_conversation"]
 
 
-def _resolve_compactor(compactor: Compactor | str) -> Compactor:
-    resolved = compactor_from_name(compactor) if isinstance(compactor, str) else compactor
+def _resolve_compactor(compactor: Compactor | str, registry: CompactorRegistry) -> Compactor:
+    """The graph's own compactor: a registered name, a built-in or (code's choice) module:attr."""
+    if isinstance(compactor, str):
+        resolved = (
+            registry.resolve(compactor) if compactor in registry else compactor_from_name(compactor)
+        )
+    else:
+        resolved = compactor
     if not callable(getattr(resolved, "compact", None)):
         raise TypeError(f"compactor {compactor!r} has no compact(trajectory) method")
     return resolved
@@ -84,6 +91,8 @@ def build_pacore_graph(
     tracing: TraceOptions | bool | None = None,
     name: str = "pacore",
     checkpointer: Any = None,
+    compactors: CompactorRegistry | Mapping[str, Compactor] | None = None,
+    limits: RequestLimits | None = None,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Build and compile the PaCoRe graph.
 
@@ -111,13 +120,26 @@ def build_pacore_graph(
     graph is a node of a checkpointed parent graph: it then checkpoints into
     the parent's saver (register the types there with
     :func:`~pacore_graph.checkpoint.pacore_serde`).
+
+    A run may change its shape through ``config["configurable"]`` (see
+    :mod:`pacore_graph.settings`), within ``limits`` (default
+    :class:`~pacore_graph.request_limits.RequestLimits`: 16 rounds, 4096
+    samples, ``max_tokens`` 131072) and choosing its compactor among the
+    built-ins and ``compactors`` (a ``{name: compactor}`` mapping or a
+    :class:`~pacore_graph.compactor_registry.CompactorRegistry`): a run's
+    settings never import code. ``compactor`` itself, being the builder's
+    choice, may also be ``module:attr``.
     """
     cfg = (
         PaCoReConfig.model_validate(config or {})
         if not isinstance(config, PaCoReConfig)
         else config
     )
-    compact_with = _resolve_compactor(compactor)
+    registry = CompactorRegistry.of(compactors)
+    run_limits = limits if limits is not None else RequestLimits()
+    if not isinstance(run_limits, RequestLimits):
+        raise TypeError(f"limits must be a RequestLimits; got {limits!r}")
+    compact_with = _resolve_compactor(compactor, registry)
     _check_template(template)
     limiter = limiter or SequenceLimiter(cfg.max_concurrency)
     custom_limiter: SequenceLimiter | None = None
@@ -168,6 +190,8 @@ def build_pacore_graph(
         else str(getattr(explorer, "name", None) or type(explorer).__name__),
         name=name,
         limiter=custom_limiter,
+        compactors=registry,
+        limits=run_limits,
     )
     builder = StateGraph(PaCoReState, input_schema=PaCoReInput, output_schema=PaCoReOutput)
     builder.add_node("prepare", nodes.prepare)  # fails before any span is opened
@@ -187,7 +211,7 @@ def build_pacore_graph(
     graph = builder.compile(name=name, checkpointer=with_pacore_types(checkpointer))
     # Three steps per round plus prepare/finalize; LangGraph's default limit (25)
     # would stop a run of more than seven rounds. Per-run rounds are capped.
-    rounds = max(len(nodes.schedule), MAX_RUN_ROUNDS + 1)
+    rounds = max(len(nodes.schedule), run_limits.max_rounds + 1)
     return graph.with_config(recursion_limit=3 * rounds + 10)
 
 

@@ -28,7 +28,8 @@ from langgraph.types import Send
 
 from pacore_graph.aggregation import Aggregator
 from pacore_graph.budget import TokenBudget
-from pacore_graph.compaction import Compactor, compactor_from_name
+from pacore_graph.compaction import Compactor
+from pacore_graph.compactor_registry import CompactorRegistry
 from pacore_graph.config import PaCoReConfig
 from pacore_graph.consensus import EarlyStop
 from pacore_graph.errors import ModelCallError, RoundFailedError
@@ -49,6 +50,7 @@ from pacore_graph.prompts import (
 )
 from pacore_graph.quorum import DROPPED, RoundGate, RoundQuorum
 from pacore_graph.records import PaCoReResult, Trajectory
+from pacore_graph.request_limits import RequestLimits
 from pacore_graph.seeds import explorer_seed
 from pacore_graph.settings import SettingsError, resolve_settings
 from pacore_graph.state import PaCoReState, RunShape
@@ -103,6 +105,10 @@ class PaCoReNodes:
     limiter: SequenceLimiter | None = None
     """Held (one unit per trajectory) around a custom explorer; None for the chat explorer,
     whose batcher holds one unit per sample itself."""
+    compactors: CompactorRegistry = field(default_factory=CompactorRegistry)
+    """The compactor names a run may choose (``configurable.compactor``): never imported."""
+    limits: RequestLimits = field(default_factory=RequestLimits)
+    """Caps on what a run's own settings may ask for (rounds, samples, max_tokens)."""
     group_sends: bool = field(init=False)
     """One ``Send`` per round carrying all K tasks (:class:`ExploreGroup`): the chat
     explorer's calls are ``n``-batched, so its K samples come back together."""
@@ -113,7 +119,6 @@ class PaCoReNodes:
     # One gate per round in flight, keyed by (run id, round): in-process state
     # shared by that round's explorers, dropped when the round is compacted.
     _gates: dict[tuple[str, int], RoundGate] = field(init=False)
-    _compactors: dict[str, Compactor] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         cfg = self.config
@@ -132,9 +137,12 @@ class PaCoReNodes:
     async def prepare(self, state: PaCoReState, config: RunnableConfig) -> dict[str, Any]:
         """Check the problem and this run's settings; open the run's record (and its span)."""
         convo = normalize_conversation(state.get("messages") or [])
-        cfg, compactor = resolve_settings(self.config, config.get("configurable"))
-        if compactor is not None:
-            self._compactor(compactor)  # fails the run now, naming the field
+        cfg, compactor = resolve_settings(
+            self.config,
+            config.get("configurable"),
+            limits=self.limits,
+            compactors=self.compactors,
+        )
         run_id = uuid.uuid4().hex
         schedule = self._schedule(cfg)
         self.tracer.start_run(run_id, schedule, cfg.preset_name())
@@ -465,14 +473,11 @@ class PaCoReNodes:
         return self.schedule if shape is None else shape.schedule
 
     def _compactor(self, name: str) -> Compactor:
-        found = self._compactors.get(name)
-        if found is None:
-            try:
-                found = compactor_from_name(name)
-            except (ValueError, ImportError, AttributeError, TypeError) as exc:
-                raise SettingsError(f"configurable.compactor: {exc}") from None
-            self._compactors[name] = found
-        return found
+        """A run's compactor by name, from the registry only (nothing is imported)."""
+        try:
+            return self.compactors.resolve(name)
+        except ValueError as exc:
+            raise SettingsError(f"configurable.compactor: {exc}") from None
 
     def fail_run(self, state: Any, exc: BaseException) -> None:
         """End the run's open spans with an error (a node raised)."""

@@ -22,12 +22,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from pacore_graph.presets import PRESETS
+from pacore_graph.request_limits import (
+    DEFAULT_MAX_ROUNDS,
+    DEFAULT_MAX_SAMPLES_PER_REQUEST,
+    DEFAULT_MAX_TOKENS_CAP,
+)
 from pacore_graph.telemetry import TRACE_KINDS
 
 __all__ = [
     "EMBEDDED_MAX_CONCURRENCY",
     "EMBEDDED_MAX_TOKENS",
     "ENV_PREFIX",
+    "LIMIT_OPTION_NAMES",
     "MODEL_OPTIONS",
     "SAMPLING_OPTION_NAMES",
     "SHAPE_OPTIONS",
@@ -224,6 +230,24 @@ MODEL_OPTIONS: tuple[Option, ...] = (
     ),
     Option("retries", "attempts per call", type=int, default_text="4"),
     Option(
+        "max_rounds",
+        "cap on configured rounds per request (a final K=1 round is added)",
+        type=int,
+        default=DEFAULT_MAX_ROUNDS,
+    ),
+    Option(
+        "max_samples_per_request",
+        "cap on model calls of all rounds of one request (problem), final round included",
+        type=int,
+        default=DEFAULT_MAX_SAMPLES_PER_REQUEST,
+    ),
+    Option(
+        "max_tokens_cap",
+        "cap on max_tokens per call that a request (or --max-tokens) may ask for",
+        type=int,
+        default=DEFAULT_MAX_TOKENS_CAP,
+    ),
+    Option(
         "client",
         "direct aiohttp client (fast) or LangChain ChatOpenAI",
         choices=("direct", "langchain"),
@@ -249,9 +273,20 @@ TEXT_GRAPH_ONLY = frozenset(
     {"compactor", "logprobs", "token_ids", "client", "no_batch", "no_progress"}
 )
 
+#: The per-request caps (:class:`pacore_graph.request_limits.RequestLimits`).
+LIMIT_OPTION_NAMES = ("max_rounds", "max_samples_per_request", "max_tokens_cap")
+
 #: The options ``pacore serve`` shares with the other commands (its own
 #: ``--model``, ``--api-key`` and ``--max-concurrency`` mean something else there).
-SAMPLING_OPTION_NAMES = ("compactor", "temperature", "top_p", "max_tokens", "timeout", "retries")
+SAMPLING_OPTION_NAMES = (
+    "compactor",
+    "temperature",
+    "top_p",
+    "max_tokens",
+    "timeout",
+    "retries",
+    *LIMIT_OPTION_NAMES,
+)
 
 _BY_NAME = {o.name: o for o in SHAPE_OPTIONS + MODEL_OPTIONS}
 

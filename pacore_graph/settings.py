@@ -11,6 +11,15 @@ as ``thread_id``, is LangGraph's or the caller's and is ignored). They are
 validated like :class:`~pacore_graph.config.PaCoReConfig`: a bad value fails
 that run, before any model call, with a message naming the field. What is
 not given keeps the value the graph was built with.
+
+A caller is not trusted with code or with unbounded work:
+
+- ``compactor`` resolves through the graph's
+  :class:`~pacore_graph.compactor_registry.CompactorRegistry` (the built-ins
+  and the names the deployment registered): nothing a run names is imported;
+- ``rounds``/``preset`` and ``max_tokens`` go through the graph's
+  :class:`~pacore_graph.request_limits.RequestLimits` (16 rounds, 4096 samples
+  per run, 131072 tokens per call by default).
 """
 
 from __future__ import annotations
@@ -20,12 +29,17 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from pacore_graph.compactor_registry import CompactorRegistry
 from pacore_graph.config import PRESETS, PaCoReConfig, PresetName
+from pacore_graph.request_limits import DEFAULT_MAX_ROUNDS, RequestLimitError, RequestLimits
 
 __all__ = ["MAX_RUN_ROUNDS", "RunSettings", "SettingsError", "resolve_settings"]
 
-#: Rounds a per-run ``rounds`` may hold (the recursion limit is set for it).
-MAX_RUN_ROUNDS = 16
+#: Rounds a per-run ``rounds`` may hold by default (``RequestLimits.max_rounds``;
+#: the graph's recursion limit is set from the limits it was built with).
+MAX_RUN_ROUNDS = DEFAULT_MAX_ROUNDS
+#: Longest list a per-run ``rounds`` is even parsed from (any cap is lower).
+_ROUNDS_PARSE_CEILING = 1024
 
 
 class SettingsError(ValueError):
@@ -40,10 +54,14 @@ class RunSettings(BaseModel):
     preset: PresetName | None = Field(None, description="low=[4], medium=[16], high=[32, 4]")
     rounds: list[int] | None = Field(
         None,
-        max_length=MAX_RUN_ROUNDS,
+        max_length=_ROUNDS_PARSE_CEILING,
         description="Round widths K, e.g. [8, 2]; a final K=1 round is added.",
     )
-    compactor: str | None = Field(None, description="conclusion | answer | budget:N | module:attr")
+    compactor: str | None = Field(
+        None,
+        max_length=200,
+        description="conclusion | answer | budget:N | a name the deployment registered",
+    )
     temperature: float | None = Field(None, ge=0.0, le=2.0)
     top_p: float | None = Field(None, gt=0.0, le=1.0)
     max_tokens: int | None = Field(None, ge=1)
@@ -71,12 +89,19 @@ def _message(exc: ValidationError) -> str:
 
 
 def resolve_settings(
-    base: PaCoReConfig, configurable: Mapping[str, Any] | None
+    base: PaCoReConfig,
+    configurable: Mapping[str, Any] | None,
+    *,
+    limits: RequestLimits | None = None,
+    compactors: CompactorRegistry | None = None,
 ) -> tuple[PaCoReConfig, str | None]:
     """The run's config (``base`` with the given settings applied) and compactor name.
 
     Returns ``base`` itself when no setting is given (the common, cheap case).
-    Raises :class:`SettingsError` naming the field of a bad value.
+    The rounds and ``max_tokens`` a run asks for are checked against
+    ``limits`` and its compactor name against ``compactors`` (default: the
+    built-ins only); the graph's own ``base`` is the deployment's and is not
+    re-checked. Raises :class:`SettingsError` naming the field of a bad value.
     """
     given = {k: v for k, v in (configurable or {}).items() if k in _KEYS and v is not None}
     if not given:
@@ -98,4 +123,17 @@ def resolve_settings(
         config = PaCoReConfig.model_validate({**base.model_dump(), **updates})
     except ValidationError as exc:
         raise SettingsError(_message(exc)) from None
+    try:
+        (limits or RequestLimits()).check(
+            rounds=config.rounds if "rounds" in updates else None,
+            max_tokens=settings.max_tokens,
+        )
+    except RequestLimitError as exc:
+        name = "preset" if exc.field == "rounds" and settings.preset is not None else exc.field
+        raise SettingsError(f"configurable.{name}: {exc}") from None
+    if settings.compactor is not None:
+        try:
+            (compactors or CompactorRegistry()).resolve(settings.compactor)
+        except ValueError as exc:
+            raise SettingsError(f"configurable.compactor: {exc}") from None
     return config, settings.compactor

@@ -75,7 +75,7 @@ def test_custom_events_and_final_tokens() -> None:
     reasoning = texts(deltas, "reasoning_content")
     assert reasoning == (
         "Round 1/2: 2 parallel explorers.\n"
-        "  explorer 2 done [1/2]: failed (boom)\n"
+        "  explorer 2 done [1/2]: failed\n"  # the error text is never sent
         "  explorer 1 done [2/2]: 5 tokens\n"
         "Round 1 done: 1 messages for the next round, 1 failed, 5 tokens.\n"
         "Round 2/2: synthesising the answer.\n"
@@ -102,7 +102,7 @@ def test_node_updates_alone_give_the_same_progress() -> None:
     deltas = [d for mode, payload in items for d in t.feed(mode, payload)]
     assert texts(deltas, "reasoning_content") == (
         "Round 1/2: 2 parallel explorers.\n"
-        "  explorer 2 done [1/2]: failed (boom)\n"
+        "  explorer 2 done [1/2]: failed\n"  # the error text is never sent
         "  explorer 1 done [2/2]: 5 tokens\n"
         "Round 1 done: 1 messages for the next round, 1 failed, 5 tokens.\n"
         "Round 2/2: synthesising the answer.\n"

@@ -321,7 +321,12 @@ def _serve_args(srv: argparse.ArgumentParser) -> None:
         help="OpenAI-compatible model server, e.g. http://gpu1:8000/v1; repeat for replicas",
     )
     srv.add_argument("--model", required=True, help="the upstreams' served model name")
-    srv.add_argument("--host", default="127.0.0.1")
+    srv.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default: 127.0.0.1); one not on loopback needs an API key "
+        "or --allow-no-auth",
+    )
     srv.add_argument("--port", type=int, default=8000)
     srv.add_argument(
         "--api-key", help="key clients must send as Bearer (default: $PACORE_SERVE_API_KEY)"
@@ -334,6 +339,12 @@ def _serve_args(srv: argparse.ArgumentParser) -> None:
     )
     srv.add_argument(
         "--max-samples-in-flight",
+    srv.add_argument(
+        "--allow-no-auth",
+        action="store_true",
+        help="serve without an API key on a non-loopback --host (anyone who can reach it "
+        "starts upstream work); a warning is printed",
+    )
         type=int,
         default=256,
         help="upstream sequences in flight at most, over all runs and replicas",
@@ -348,6 +359,30 @@ def _serve_args(srv: argparse.ArgumentParser) -> None:
 
 def _data_args(data: argparse.ArgumentParser) -> None:
     data.add_argument("kind", choices=["arithmetic", "easy-arithmetic"])
+    srv.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=4 * 1024 * 1024,
+        help="largest request body; larger get 413 (default: 4194304)",
+    )
+    srv.add_argument(
+        "--max-connections",
+        type=int,
+        default=512,
+        help="open connections at most; beyond, requests get 503 (default: 512)",
+    )
+    srv.add_argument(
+        "--header-timeout",
+        type=float,
+        default=10.0,
+        help="seconds a connection may take to send a request's headers (default: 10)",
+    )
+    srv.add_argument(
+        "--body-timeout",
+        type=float,
+        default=30.0,
+        help="seconds a request may take to send its body; then 408 (default: 30)",
+    )
     data.add_argument("--n", type=int, default=100, help="number of problems")
     data.add_argument("--seed", type=int, default=0, help="generator seed")
     data.add_argument(

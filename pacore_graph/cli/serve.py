@@ -1,8 +1,16 @@
-"""``pacore serve``: PaCoRe behind an OpenAI-compatible API (the ``[serve]`` extra)."""
+"""``pacore serve``: PaCoRe behind an OpenAI-compatible API (the ``[serve]`` extra).
+
+Guard rails checked before the server starts (exit 2): an ``--upstream``
+carrying ``user:pass@`` is refused (the key goes in ``--upstream-api-key``),
+and so is a ``--host`` off loopback without an API key, unless
+``--allow-no-auth`` says so (then a warning is printed): anyone who can reach
+a keyless server spends its upstream's compute.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from pacore_graph.cli.common import UsageError, _format_validation
@@ -20,6 +28,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     try:
         from pacore_graph.serve import API_KEY_ENV_VAR, ServeSettings, serve
+        from pacore_graph.serve.server import is_loopback
     except ImportError as exc:
         raise UsageError(
             f"pacore serve needs the serve extra (pip install 'pacore-graph[serve]'): {exc}"
@@ -29,18 +38,24 @@ def _serve(args: argparse.Namespace) -> int:
         value = getattr(args, key)
         if value is not None:
             sampling[key] = value
+    api_key = args.api_key or os.environ.get(API_KEY_ENV_VAR) or None
     try:
         compactor_from_name(args.compactor)
         settings = ServeSettings(
             upstreams=tuple(args.upstream),
             model=args.model,
-            api_key=args.api_key or os.environ.get(API_KEY_ENV_VAR) or None,
+            api_key=api_key,
             upstream_api_key=args.upstream_api_key,
             max_concurrency=args.max_concurrency,
             max_samples_in_flight=args.max_samples_in_flight,
             compactor=args.compactor,
             sampling=SamplingParams(**sampling),
             retry=RetryPolicy(max_attempts=args.retries) if args.retries else RetryPolicy(),
+            limits=args.settings.limits(),
+            max_body_bytes=args.max_body_bytes,
+            max_connections=args.max_connections,
+            header_timeout_s=args.header_timeout,
+            body_timeout_s=args.body_timeout,
         )
     except ValidationError as exc:
         raise UsageError(_format_validation(exc)) from None
@@ -48,6 +63,19 @@ def _serve(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port must be in [0, 65535], got {args.port}")
+    if api_key is None and not is_loopback(args.host):
+        if not args.allow_no_auth:
+            raise UsageError(
+                f"--host {args.host} is reachable from other machines and no API key is set: "
+                f"give --api-key (or {API_KEY_ENV_VAR}), or --allow-no-auth to serve open"
+            )
+        print(
+            f"pacore serve: WARNING: serving on {args.host} WITHOUT AUTHENTICATION "
+            "(--allow-no-auth): anyone who can reach this port can start runs on your "
+            "upstream model",
+            file=sys.stderr,
+            flush=True,
+        )
     serve(
         settings,
         host=args.host,

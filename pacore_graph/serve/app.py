@@ -17,6 +17,13 @@ Lifecycle rules a client can rely on:
 - On SIGTERM uvicorn stops accepting connections and waits for runs in
   flight; ``/health`` and requests still arriving on open connections get
   503 meanwhile.
+- Bodies are JSON only, bounded in size, depth and read time
+  (:mod:`pacore_graph.serve.guard`); what a request asks for is capped by
+  the server's :class:`~pacore_graph.request_limits.RequestLimits`.
+- An error a client sees never quotes an upstream: no URL, no body text. A
+  failed model call is named by its kind, HTTP status and upstream index
+  (:meth:`~pacore_graph.errors.ModelCallError.public_message`), a failed round
+  by its index; the full cause goes to the server's log.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
-import json
+import logging
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
@@ -39,12 +46,13 @@ from starlette.types import Receive, Scope, Send
 
 from pacore_graph.client import ChatClient
 from pacore_graph.config import PaCoReConfig
-from pacore_graph.errors import PaCoReError, RoundFailedError
+from pacore_graph.errors import ModelCallError, RoundFailedError
 from pacore_graph.graph import build_pacore_graph
 from pacore_graph.limits import SequenceLimiter
 from pacore_graph.multi_client import chat_client_for
 from pacore_graph.records import PaCoReResult
 from pacore_graph.serve.errors import APIError, error_body, error_response
+from pacore_graph.serve.guard import BodyGuard, decode_json
 from pacore_graph.serve.model_names import LISTED_MODELS
 from pacore_graph.serve.protocol import (
     RunRequest,
@@ -60,6 +68,7 @@ from pacore_graph.serve.streaming import ProgressTranslator, StreamChunks, sse, 
 __all__ = ["ServeState", "create_app"]
 
 _STREAM_MODES = ["updates", "custom", "messages"]
+_log = logging.getLogger("pacore_graph.serve")
 
 
 class ServeState:
@@ -94,7 +103,12 @@ class ServeState:
                 max_concurrency=self.settings.max_samples_in_flight,
             )
             graph = build_pacore_graph(
-                self.client, config=config, compactor=request.compactor, limiter=self.limiter
+                self.client,
+                config=config,
+                compactor=request.compactor,
+                limiter=self.limiter,
+                compactors=self.settings.compactors,
+                limits=self.settings.limits,
             )
             self._graphs[key] = graph
             while len(self._graphs) > self.settings.graph_cache_size:
@@ -175,11 +189,17 @@ async def _wait_disconnect(request: Request) -> None:
 
 
 def _run_error(exc: BaseException) -> APIError:
+    """What the client is told about a failed run: never upstream URLs or body text.
+
+    The full message (which may name the upstream and quote its answer) goes
+    to the server's log, one line, for the operator.
+    """
+    _log.warning("run failed: %s: %s", type(exc).__name__, str(exc).replace("\n", " ")[:2000])
     if isinstance(exc, RoundFailedError):
-        return APIError(502, f"the upstream model failed: {exc}", code="upstream_error")
-    if isinstance(exc, PaCoReError):
-        return APIError(502, str(exc), code="upstream_error")
-    return APIError(500, f"internal error: {type(exc).__name__}: {exc}", code="internal_error")
+        return APIError(502, exc.public_message(), code="upstream_error")
+    if isinstance(exc, ModelCallError):
+        return APIError(502, exc.public_message(), code="upstream_error")
+    return APIError(500, f"internal error ({type(exc).__name__})", code="internal_error")
 
 
 def create_app(settings: ServeSettings, *, client: ChatClient | None = None) -> FastAPI:
@@ -198,6 +218,11 @@ def create_app(settings: ServeSettings, *, client: ChatClient | None = None) -> 
 
     app = FastAPI(title="pacore serve", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.pacore = state
+    app.add_middleware(
+        BodyGuard,
+        max_body_bytes=settings.max_body_bytes,
+        body_timeout_s=settings.body_timeout_s,
+    )
 
     @app.exception_handler(APIError)
     async def _api_error(request: Request, exc: APIError) -> Response:
@@ -241,13 +266,14 @@ def create_app(settings: ServeSettings, *, client: ChatClient | None = None) -> 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Response:
         state.check_auth(request)
-        raw = await request.body()
-        try:
-            body = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
-            raise APIError(400, "the request body is not valid JSON") from None
+        raw = await request.body()  # bounded and timed by BodyGuard
+        body = decode_json(raw, max_depth=settings.max_json_depth)
         run = parse_request(
-            body, default_sampling=settings.sampling, default_compactor=settings.compactor
+            body,
+            default_sampling=settings.sampling,
+            default_compactor=settings.compactor,
+            limits=settings.limits,
+            compactors=settings.compactors,
         )
         try:
             graph = state.graph_for(run)

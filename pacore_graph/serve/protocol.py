@@ -10,8 +10,14 @@ some clients always send them.
 ``seed`` apply to every explorer call of the run (explorer i of round r gets
 ``seed + 1000*r + i``). PaCoRe's own settings come through the ``openai``
 SDK's ``extra_body``: ``rounds`` (``[8, 2]`` or ``"8,2"``, overriding the
-model name's widths) and ``compactor`` (``conclusion``, ``answer`` or
-``budget:N``; user modules are not importable from a request).
+model name's widths) and ``compactor`` (``conclusion``, ``answer``,
+``budget:N`` or a name the deployment registered; nothing a request names is
+imported).
+
+Every request goes through the server's
+:class:`~pacore_graph.request_limits.RequestLimits`, the validator the graph
+and the CLI share: the rounds it asks for (by model name ``pacore:K1,K2,..``
+or ``rounds``) and its ``max_tokens`` over a cap get a 400 naming the field.
 """
 
 from __future__ import annotations
@@ -24,10 +30,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from pacore_graph.compaction import compactor_from_name
+from pacore_graph.compactor_registry import CompactorRegistry
 from pacore_graph.config import PaCoReConfig, SamplingParams
 from pacore_graph.graph import normalize_conversation
 from pacore_graph.records import PaCoReResult
+from pacore_graph.request_limits import RequestLimitError, RequestLimits
 from pacore_graph.serve.errors import APIError
 from pacore_graph.serve.model_names import parse_model_name
 
@@ -74,7 +81,6 @@ _NEUTRAL: dict[str, tuple[Any, ...]] = {
     "store": (None, False),
     "service_tier": (None, "auto", "default"),
 }
-_BUILTIN_COMPACTORS = ("conclusion", "answer")
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,26 +125,42 @@ def _rounds(value: Any) -> tuple[int, ...]:
         raise _bad(f"'rounds': {exc.errors()[0]['msg']}", "rounds") from None
 
 
-def _compactor(value: Any) -> str:
-    if not isinstance(value, str):
-        raise _bad("'compactor' must be a string: conclusion, answer or budget:N", "compactor")
-    name = value.strip()
-    if name not in _BUILTIN_COMPACTORS and not name.startswith("budget:"):
+def _compactor(value: Any, compactors: CompactorRegistry) -> str:
+    if not isinstance(value, str) or len(value) > 200:
         raise _bad(
-            f"'compactor' {value!r} is not served; choose conclusion, answer or budget:N",
-            "compactor",
+            f"'compactor' must be a short string: {', '.join(compactors.names)}", "compactor"
         )
+    name = value.strip()
     try:
-        compactor_from_name(name)
+        compactors.resolve(name)  # never imports: built-ins and registered names only
     except ValueError as exc:
-        raise _bad(str(exc), "compactor") from None
+        raise _bad(f"'compactor': {exc}", "compactor") from None
     return name
 
 
+def _within(limits: RequestLimits, param: str, **asked: Any) -> None:
+    try:
+        limits.check(**asked)
+    except RequestLimitError as exc:
+        raise _bad(f"'{param}': {exc}", param) from None
+
+
 def parse_request(
-    body: Any, *, default_sampling: SamplingParams, default_compactor: str
+    body: Any,
+    *,
+    default_sampling: SamplingParams,
+    default_compactor: str,
+    limits: RequestLimits | None = None,
+    compactors: CompactorRegistry | None = None,
 ) -> RunRequest:
-    """Validate a decoded JSON body; :class:`APIError` (400) names the first problem."""
+    """Validate a decoded JSON body; :class:`APIError` (400) names the first problem.
+
+    ``limits`` caps rounds, samples and ``max_tokens`` (default caps when
+    None); ``compactors`` are the names a request may choose (built-ins when
+    None).
+    """
+    limits = limits if limits is not None else RequestLimits()
+    compactors = compactors if compactors is not None else CompactorRegistry()
     if not isinstance(body, dict):
         raise _bad("the request body must be a JSON object")
     for key, value in body.items():
@@ -160,6 +182,9 @@ def parse_request(
         raise APIError(404, str(exc), param="model", code="model_not_found") from None
     if body.get("rounds") is not None:
         rounds = _rounds(body["rounds"])
+        _within(limits, "rounds", rounds=rounds)
+    else:
+        _within(limits, "model", rounds=rounds)  # pacore:1024,1024,... is a request too
     n = body.get("n")
     if n is not None and n != 1:
         raise _bad("'n' must be 1: PaCoRe returns one synthesised answer per request", "n")
@@ -192,10 +217,13 @@ def parse_request(
         value = _number(body, key, kind)
         if value is not None:
             sampling[key] = value
-    max_tokens = _number(body, "max_completion_tokens", int)
+    token_field = "max_completion_tokens"
+    max_tokens = _number(body, token_field, int)
     if max_tokens is None:
-        max_tokens = _number(body, "max_tokens", int)
+        token_field = "max_tokens"
+        max_tokens = _number(body, token_field, int)
     if max_tokens is not None:
+        _within(limits, token_field, max_tokens=max_tokens)
         sampling["max_tokens"] = max_tokens
     try:
         params = SamplingParams(**sampling)
@@ -205,7 +233,7 @@ def parse_request(
         raise _bad(f"'{where}': {err['msg']}", where) from None
     compactor = default_compactor
     if body.get("compactor") is not None:
-        compactor = _compactor(body["compactor"])
+        compactor = _compactor(body["compactor"], compactors)
     return RunRequest(
         model=model,
         messages=tuple(messages),

@@ -2,14 +2,54 @@
 
 from __future__ import annotations
 
+import urllib.parse
 from dataclasses import dataclass, field
 
+from pacore_graph.compactor_registry import CompactorRegistry
 from pacore_graph.config import RetryPolicy, SamplingParams
+from pacore_graph.request_limits import RequestLimitError, RequestLimits
 
-__all__ = ["API_KEY_ENV_VAR", "ServeSettings"]
+__all__ = [
+    "API_KEY_ENV_VAR",
+    "DEFAULT_BODY_TIMEOUT_S",
+    "DEFAULT_HEADER_TIMEOUT_S",
+    "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_MAX_CONNECTIONS",
+    "DEFAULT_MAX_JSON_DEPTH",
+    "ServeSettings",
+]
 
 #: Environment variable holding the key clients must send (``--api-key``).
 API_KEY_ENV_VAR = "PACORE_SERVE_API_KEY"
+
+#: Largest request body read (``--max-body-bytes``): a 131072-token conversation
+#: is well under 1 MB of JSON; more is refused with 413 before it is read.
+DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
+#: Open connections at most (``--max-connections``); over it uvicorn answers 503.
+DEFAULT_MAX_CONNECTIONS = 512
+#: Seconds a connection may take to send a request's headers (``--header-timeout``).
+DEFAULT_HEADER_TIMEOUT_S = 10.0
+#: Seconds a request may take to send its whole body (``--body-timeout``): 408 after.
+DEFAULT_BODY_TIMEOUT_S = 30.0
+#: Deepest JSON nesting a body may have (a chat request needs about 5).
+DEFAULT_MAX_JSON_DEPTH = 32
+
+
+def _check_upstream(url: str, index: int) -> None:
+    """An http(s) URL without credentials; the error never quotes a password."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port
+    except ValueError:
+        raise ValueError(f"--upstream #{index} is not a valid URL") from None
+    del port
+    if parts.username is not None or parts.password is not None:
+        raise ValueError(
+            f"--upstream #{index} must not carry credentials (user:pass@); "
+            "give the upstream key with --upstream-api-key or PACORE_API_KEY"
+        )
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"--upstream must be an http(s) URL, got {url!r}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -21,6 +61,13 @@ class ServeSettings:
     ``upstream_api_key`` is sent to the upstreams. ``max_concurrency`` bounds
     PaCoRe runs in progress (more get 429 with ``Retry-After``);
     ``max_samples_in_flight`` bounds upstream sequences across all runs.
+
+    What one request may ask for is capped by ``limits`` (rounds, samples,
+    ``max_tokens``; 400 over them) and its compactor chosen among
+    ``compactors`` (built-ins unless the deployment registers more); the
+    transport is bounded by ``max_body_bytes`` (413), ``max_json_depth``
+    (400), ``max_connections`` (503 from uvicorn), ``header_timeout_s`` (the
+    connection is closed) and ``body_timeout_s`` (408).
     """
 
     upstreams: tuple[str, ...]
@@ -34,13 +81,20 @@ class ServeSettings:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     retry_after_s: int = 1
     graph_cache_size: int = 64
+    limits: RequestLimits = field(default_factory=RequestLimits)
+    compactors: CompactorRegistry = field(default_factory=CompactorRegistry)
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    max_json_depth: int = DEFAULT_MAX_JSON_DEPTH
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+    header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
+    body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S
+    keep_alive_s: float = 5.0
 
     def __post_init__(self) -> None:
         if not self.upstreams:
             raise ValueError("at least one --upstream URL is required")
-        for url in self.upstreams:
-            if not url.startswith(("http://", "https://")):
-                raise ValueError(f"--upstream must be an http(s) URL, got {url!r}")
+        for i, url in enumerate(self.upstreams):
+            _check_upstream(url, i)
         if not self.model:
             raise ValueError("--model must name the upstream's served model")
         if self.max_concurrency < 1:
@@ -49,3 +103,18 @@ class ServeSettings:
             raise ValueError("--max-samples-in-flight must be in [1, 100000]")
         if self.retry_after_s < 0 or self.graph_cache_size < 1:
             raise ValueError("retry_after_s must be >= 0 and graph_cache_size >= 1")
+        if not 1024 <= self.max_body_bytes <= 1024**3:
+            raise ValueError(
+                f"--max-body-bytes must be in [1024, 1 GiB], got {self.max_body_bytes}"
+            )
+        if not 4 <= self.max_json_depth <= 512:
+            raise ValueError(f"max_json_depth must be in [4, 512], got {self.max_json_depth}")
+        if self.max_connections < 1:
+            raise ValueError(f"--max-connections must be >= 1, got {self.max_connections}")
+        for name in ("header_timeout_s", "body_timeout_s", "keep_alive_s"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0")
+        try:
+            self.limits.check(max_tokens=self.sampling.max_tokens)
+        except RequestLimitError as exc:
+            raise ValueError(f"--max-tokens: {exc}") from None

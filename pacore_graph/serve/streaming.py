@@ -261,7 +261,8 @@ class ProgressTranslator:
             return
         self._done_in_round += 1
         width = self.schedule[r] if 0 <= r < len(self.schedule) else 0
-        status = f"failed ({str(error)[:120]})" if error else f"{tokens} tokens"
+        # The error text may name the upstream's URL or quote its body: never sent.
+        status = "failed" if error else f"{tokens} tokens"
         yield {
             "reasoning_content": (
                 f"  explorer {index + 1} done [{self._done_in_round}/{width}]: {status}\n"
