@@ -83,7 +83,6 @@ class ChoiceStream:
         except ValueError:
             raise ModelCallError(
                 f"server sent an invalid stream event: {payload[:200]!r}",
-                retryable=True,
                 kind="malformed",
             ) from None
         if not isinstance(event, dict):

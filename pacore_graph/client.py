@@ -529,7 +529,6 @@ class OpenAICompatClient(PerSampleClient):
                     except ValueError:
                         raise ModelCallError(
                             f"server sent an invalid stream event: {payload[:200]!r}",
-                            retryable=not sent[0],
                             kind="malformed",
                         ) from None
                     if not isinstance(event, dict):
@@ -807,7 +806,6 @@ class OpenAICompatClient(PerSampleClient):
         except ValueError:
             raise ModelCallError(
                 f"server sent invalid JSON: {raw[:200].decode('utf-8', 'replace')!r}",
-                retryable=True,
                 kind="malformed",
             ) from None
         finally:

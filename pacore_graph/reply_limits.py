@@ -164,5 +164,5 @@ async def sse_lines(resp: aiohttp.ClientResponse, cap: int, url: str) -> AsyncIt
             if line:
                 yield line
         del buffer[:start]
-    if buffer.strip():
-        yield bytes(buffer).strip()
+    # A last line without its newline is dropped, as SSE dispatches only complete
+    # events: the stream then ends without [DONE], which the caller reports.

@@ -31,7 +31,14 @@ from aiohttp import web
 from pacore_graph.testing.loopback_server import serve_until_signalled, server_arg_parser
 from pacore_graph.testing.scripted_server import ScriptedServer, last_user_text
 
-__all__ = ["ATTACKS", "HostileServer", "main", "marker"]
+__all__ = [
+    "ATTACKS",
+    "MALFORMED_ATTACKS",
+    "MALFORMED_EVENT_ATTACKS",
+    "HostileServer",
+    "main",
+    "marker",
+]
 
 _CHUNK = 1 << 20
 _MARKER = re.compile(r"HOSTILE:([a-z_]+)")
@@ -104,6 +111,10 @@ _MALFORMED_EVENTS: dict[str, Callable[[int], Any]] = {
     },
 }
 
+#: The JSON answers of the wrong shape, and the malformed streamed events.
+MALFORMED_ATTACKS: frozenset[str] = frozenset(_MALFORMED)
+MALFORMED_EVENT_ATTACKS: frozenset[str] = frozenset(_MALFORMED_EVENTS)
+
 #: Every attack this server knows.
 ATTACKS: frozenset[str] = frozenset(
     {
@@ -143,6 +154,8 @@ class HostileServer(ScriptedServer):
         self.drip_interval = drip_interval
         self.attacks_sent: dict[str, int] = {}
         """How many times each attack was answered (tests check the client's retries)."""
+        self.completed: dict[str, int] = {}
+        """How many of the streamed attacks were written to their end (the client read on)."""
 
     def _attack_of(self, body: Any) -> str | None:
         messages = body.get("messages") if isinstance(body, dict) else None
@@ -165,9 +178,12 @@ class HostileServer(ScriptedServer):
         n = body.get("n") if isinstance(body, dict) else None
         n = n if isinstance(n, int) and 1 <= n <= 1000 else 1
         try:
-            return await self._answer(request, attack, n)
+            response = await self._answer(request, attack, n)
         except (ConnectionResetError, ConnectionError):
             return web.Response(status=499)  # the client hung up: that is the point
+        if response.prepared:  # written to the end: the client read it all
+            self.completed[attack] = self.completed.get(attack, 0) + 1
+        return response
 
     async def _answer(self, request: web.Request, attack: str, n: int) -> web.StreamResponse:
         if attack in _MALFORMED:
