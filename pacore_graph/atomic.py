@@ -2,7 +2,9 @@
 
 Datasets and reports are read by scripts and CI; an interrupted write must
 never leave a half file that a later step silently consumes. Write beside the
-target, then rename over it.
+target, then rename over it. A write that fails (a full disk) leaves the
+target as it was and raises an ``OSError`` naming the target, not the
+temporary file beside it.
 """
 
 from __future__ import annotations
@@ -35,8 +37,10 @@ def write_lines_atomic(path: str | Path, lines: Iterable[str]) -> int:
         # mkstemp creates 0600; give the file the permissions open() would have.
         os.chmod(tmp_name, 0o666 & ~_umask())
         os.replace(tmp_name, target)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp_name).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise OSError(exc.errno, exc.strerror, str(target)) from None
         raise
     return count
 
@@ -51,6 +55,8 @@ def write_text_atomic(path: str | Path, text: str) -> None:
             fh.write(text)
         os.chmod(tmp_name, 0o666 & ~_umask())
         os.replace(tmp_name, target)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp_name).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise OSError(exc.errno, exc.strerror, str(target)) from None
         raise

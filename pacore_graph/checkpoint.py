@@ -21,10 +21,16 @@ task's writes ("pending writes"), either before the next step starts
 (``"sync"``), in the background while it runs (``"async"``), or only when
 the run exits (``"exit"``, which a SIGKILL loses). :data:`DEFAULT_DURABILITY`
 is what dataset runs use; ``benchmarks/bench_core.py`` measures the modes.
+
+Failures: a store that cannot be opened (PostgreSQL down at the start, a
+SQLite file that is not a database) is a one-line ``ValueError`` naming it;
+one that fails during the run raises :class:`~pacore_graph.store_guard.StoreError`
+after the bounded outage :mod:`pacore_graph.store_guard` allows.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import sqlite3
@@ -44,6 +50,12 @@ from pacore_graph.explorer import ExploreGroup, ExploreTask
 from pacore_graph.filenames import EVAL_CHECKPOINT_FILE, RUN_CHECKPOINT_SUFFIX
 from pacore_graph.records import Completion, PaCoReResult, ToolCallRecord, Trajectory
 from pacore_graph.state import RunShape
+from pacore_graph.store_guard import (
+    DEFAULT_STORE_RETRY_S,
+    StoreGuard,
+    guarded_saver_class,
+    redact_store,
+)
 
 __all__ = [
     "DEFAULT_DURABILITY",
@@ -74,6 +86,9 @@ DEFAULT_DURABILITY: Durability = "sync"
 
 
 _POSTGRES_POOL = 8
+
+#: libpq's ``connect_timeout`` (seconds) for each PostgreSQL connection attempt.
+_CONNECT_TIMEOUT_S = 10
 
 _TYPES: tuple[type, ...] = (
     Trajectory,
@@ -191,11 +206,17 @@ def default_checkpoint_path(output: Path, *, eval_dir: bool = False) -> Path:
 
 
 @asynccontextmanager
-async def open_checkpointer(spec: str | None, default: Path) -> AsyncIterator[Any]:
+async def open_checkpointer(
+    spec: str | None, default: Path, *, retry_s: float = DEFAULT_STORE_RETRY_S
+) -> AsyncIterator[Any]:
     """The saver ``--checkpoint SPEC`` names, open for the block (``None`` when off).
 
     ``spec`` None means the SQLite file ``default``. Raises ``ValueError``
-    with a one-line reason for a spec it cannot use.
+    with a one-line reason for a spec it cannot use (naming the store, never
+    its password). During the block a PostgreSQL store that stops answering
+    is waited for ``retry_s`` seconds, then its operations raise
+    :class:`~pacore_graph.store_guard.StoreError`; a SQLite store raises it at
+    its first failure (a full disk, a corrupt page: waiting would not help).
     """
     if spec is not None and spec.strip().lower() in ("none", "off", ""):
         yield None
@@ -213,7 +234,7 @@ async def open_checkpointer(spec: str | None, default: Path) -> AsyncIterator[An
                 "--checkpoint postgresql://... needs langgraph-checkpoint-postgres "
                 "(pip install 'pacore-graph[postgres]')"
             ) from None
-        async with _postgres(AsyncPostgresSaver, spec) as saver:
+        async with _postgres(AsyncPostgresSaver, spec, retry_s) as saver:
             yield with_pacore_types(saver)
         return
     if spec is not None and "://" in spec and not spec.startswith("sqlite:///"):
@@ -231,30 +252,65 @@ async def open_checkpointer(spec: str | None, default: Path) -> AsyncIterator[An
             "checkpoints need langgraph-checkpoint-sqlite "
             "(pip install langgraph-checkpoint-sqlite), or pass --checkpoint none"
         ) from None
+    async with _sqlite(AsyncSqliteSaver, path) as saver:
+        yield with_pacore_types(saver)
+
+
+@asynccontextmanager
+async def _sqlite(saver_cls: Any, path: Path) -> AsyncIterator[Any]:
+    """The group-commit SQLite saver on ``path``; ``ValueError`` naming the file if unusable.
+
+    A file that is not a database (or is corrupt where the set-up reads), or
+    that cannot be created, is refused here, before any model call.
+    """
     import aiosqlite
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    async with aiosqlite.connect(str(path)) as conn:
-        # WAL with synchronous=NORMAL: a commit survives the process being
-        # killed (SIGKILL), only not a power cut, and skips the fsync per
-        # commit that made the saver fall behind a fast run (measured: a
-        # backlog of unsaved explorer results at the kill, redone on resume).
-        await conn.execute("PRAGMA journal_mode=WAL")
-        await conn.execute("PRAGMA synchronous=NORMAL")
-        saver = _group_commit_saver(AsyncSqliteSaver)(conn)
-        await saver.setup()
-        writer = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-        writer.execute("PRAGMA synchronous=NORMAL")
-        writer.execute("PRAGMA busy_timeout=10000")
+    guard = StoreGuard(str(path), fatal=(sqlite3.Error, OSError))
+    writer: sqlite3.Connection | None = None
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            conn = await stack.enter_async_context(aiosqlite.connect(str(path)))
+            # WAL with synchronous=NORMAL: a commit survives the process being
+            # killed (SIGKILL), only not a power cut, and skips the fsync per
+            # commit that made the saver fall behind a fast run (measured: a
+            # backlog of unsaved explorer results at the kill, redone on resume).
+            await conn.execute("PRAGMA journal_mode=WAL")
+            await conn.execute("PRAGMA synchronous=NORMAL")
+            async with conn.execute("PRAGMA quick_check") as cursor:
+                verdict = await cursor.fetchone()
+            if verdict is None or verdict[0] != "ok":
+                raise sqlite3.DatabaseError(
+                    f"integrity check: {verdict[0] if verdict else 'no answer'}"
+                )
+            saver = guarded_saver_class(_group_commit_saver(saver_cls))(conn)
+            saver.guard = guard
+            await saver.setup()
+            writer = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+            writer.execute("PRAGMA synchronous=NORMAL")
+            writer.execute("PRAGMA busy_timeout=10000")
+        except (sqlite3.Error, OSError) as exc:
+            if writer is not None:
+                writer.close()
+            raise ValueError(
+                f"--checkpoint {path}: not a usable SQLite checkpoint file ({_first_line(exc)}); "
+                "move it away to start its checkpoints afresh, or pass --checkpoint none"
+            ) from None
+        assert writer is not None
         saver.writer = writer
         try:
-            yield with_pacore_types(saver)
+            yield saver
         finally:
             writer.close()
 
 
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return (text.splitlines()[0].strip() if text else "") or type(exc).__name__
+
+
 @asynccontextmanager
-async def _postgres(saver_cls: Any, url: str) -> AsyncIterator[Any]:
+async def _postgres(saver_cls: Any, url: str, retry_s: float) -> AsyncIterator[Any]:
     """An ``AsyncPostgresSaver`` on a small pool of ``url`` connections, tables set up.
 
     A pool, not LangGraph's one-connection default: every finished explorer's
@@ -263,7 +319,10 @@ async def _postgres(saver_cls: Any, url: str) -> AsyncIterator[Any]:
     (measured: 88-96 of 96 samples redone). ``synchronous_commit=off`` skips
     the server's WAL flush per commit; the client being killed cannot lose a
     committed write that way, only a crash of the database server could.
-    Raises ``ValueError`` (one line) when the server cannot be used.
+    Raises ``ValueError`` (one line, the URL without its password) when the
+    server cannot be used within ``retry_s`` seconds. During the run, a lost
+    server is waited for ``retry_s`` seconds (:class:`StoreGuard`), each
+    connection attempt bounded by ``_CONNECT_TIMEOUT_S``.
     """
     import psycopg
     from psycopg.rows import dict_row
@@ -274,22 +333,33 @@ async def _postgres(saver_cls: Any, url: str) -> AsyncIterator[Any]:
         min_size=1,
         max_size=_POSTGRES_POOL,
         open=False,
+        timeout=max(retry_s, 1.0),
+        reconnect_timeout=max(retry_s, 1.0),
         kwargs={
             "autocommit": True,
             "prepare_threshold": 0,
             "row_factory": dict_row,
             "options": "-c synchronous_commit=off",
+            "connect_timeout": _CONNECT_TIMEOUT_S,
         },
     )
     try:
-        await pool.open(wait=True, timeout=30)
-        saver = saver_cls(conn=pool)
+        await pool.open(wait=True, timeout=max(retry_s, 1.0))
+        saver = guarded_saver_class(saver_cls)(conn=pool)
+        saver.guard = StoreGuard(
+            url,
+            retry_s=retry_s,
+            transient=(psycopg.OperationalError, OSError),
+            fatal=(psycopg.Error,),
+            attempt_timeout=True,
+        )
         await saver.setup()
     except (psycopg.Error, TimeoutError, OSError) as exc:
         await pool.close()
-        text = str(exc).strip()
-        reason = text.splitlines()[0] if text else type(exc).__name__
-        raise ValueError(f"--checkpoint: cannot use PostgreSQL: {reason}") from None
+        raise ValueError(
+            f"--checkpoint {redact_store(url)}: cannot use PostgreSQL ({_first_line(exc)}); "
+            "start it, or pass --checkpoint none to run without checkpoints"
+        ) from None
     try:
         yield saver
     finally:
@@ -350,10 +420,15 @@ def _group_commit_saver(base: type) -> type:
                     raise
                 self.writer.execute("COMMIT")
             except BaseException as exc:
+                # The callers awaiting ``batch`` raise it; re-raising here too would
+                # leave this unawaited task's exception "never retrieved" (a full
+                # disk printed one such traceback per flush).
                 if not batch.done():
                     batch.set_exception(exc)
                     batch.exception()  # retrieved: callers re-raise it
-                raise
+                if isinstance(exc, asyncio.CancelledError):
+                    raise
+                return
             if not batch.done():
                 batch.set_result(None)
 

@@ -18,6 +18,12 @@ laptop) continues where it stopped when the same command runs again:
 
 What a line looks like and which runs are already done is the caller's
 business (``on_done`` and the ``jobs`` it passes).
+
+A failure that is not one run's but the whole fan-out's -- the checkpoint
+store gone (:class:`~pacore_graph.store_guard.StoreError`), or ``on_done``
+unable to write its line (a full disk) -- stops every run still going and is
+raised, alone, to the caller: no run is recorded as failed for it, and no
+task is left behind to report it again.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from langchain_core.runnables import RunnableConfig
 
 from pacore_graph.checkpoint import DEFAULT_DURABILITY, Durability, with_checkpointer
 from pacore_graph.records import PaCoReResult
+from pacore_graph.store_guard import StoreError
 
 __all__ = ["Job", "OnDone", "run_jobs"]
 
@@ -73,6 +80,8 @@ async def run_jobs(
                 result = out["result"]
                 if not isinstance(result, PaCoReResult):
                     raise TypeError(f"the graph returned {type(result).__name__}, not a result")
+            except StoreError:
+                raise
             except Exception as exc:
                 await on_done(job, None, exc)
                 if saver is not None:
@@ -82,7 +91,18 @@ async def run_jobs(
                 if saver is not None:
                     await saver.adelete_thread(job.thread_id)
 
-    await asyncio.gather(*(one(job) for job in jobs))
+    try:
+        async with asyncio.TaskGroup() as group:
+            for job in jobs:
+                group.create_task(one(job))
+    except BaseExceptionGroup as failed:
+        raise _first(failed) from None
+
+
+def _first(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The exception that stopped the fan-out (the others are its consequences)."""
+    first = group.exceptions[0]
+    return _first(first) if isinstance(first, BaseExceptionGroup) else first
 
 
 async def _durable(graph: Any, saver: Any, job: Job, durability: Durability) -> Any:

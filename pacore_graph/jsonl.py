@@ -14,6 +14,10 @@ can be sent. Blank lines are not lines of data and are skipped.
 finished run and resume from what is there. A run killed mid-write leaves a
 last line with no newline; appending to it would glue the next result onto
 the cut one and lose both, so :func:`open_append` ends a cut line first.
+Each line goes to the file in one unbuffered write, so a line is either
+written or the write fails at once; a failure (a full disk) raises an
+``OSError`` naming the file, and nothing is left in a buffer to fail again
+when the file is closed.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from typing import IO, Any
 __all__ = [
     "BadLine",
     "JsonLine",
+    "LineSink",
     "dumps_line",
     "ends_cut",
     "iter_objects",
@@ -131,13 +136,49 @@ def ends_cut(path: Path) -> bool:
         return fh.read(1) != b"\n"
 
 
-def open_append(path: Path) -> IO[str]:
+class LineSink:
+    """An append-only text file written without a buffer; errors name the file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
+
+    def write(self, text: str) -> int:
+        """Append ``text`` (UTF-8); ``OSError`` with the file's name when it cannot be."""
+        data = memoryview(text.encode("utf-8"))
+        try:
+            while data:
+                data = data[os.write(self._fd, data) :]
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, str(self.path)) from None
+        return len(text)
+
+    def flush(self) -> None:
+        """Nothing to do: every write went to the file (kept for file-like callers)."""
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            fd, self._fd = self._fd, -1
+            os.close(fd)
+
+    def __enter__(self) -> LineSink:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_append(path: Path) -> LineSink:
     """Open ``path`` for appending lines, first ending a cut last line."""
     path.parent.mkdir(parents=True, exist_ok=True)
     cut = ends_cut(path)
-    sink = open(path, "a", encoding="utf-8")  # noqa: SIM115 (returned to the caller)
+    sink = LineSink(path)
     if cut:
-        sink.write("\n")
+        try:
+            sink.write("\n")
+        except BaseException:
+            sink.close()
+            raise
     return sink
 
 

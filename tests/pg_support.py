@@ -20,6 +20,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -70,9 +71,45 @@ def _run_as() -> list[str]:
     pytest.fail("running as root and no unprivileged user (postgres, nobody) to run PostgreSQL")
 
 
+@dataclass
+class PostgresServer:
+    """A running test cluster that a test may stop and start again (same port, same data)."""
+
+    url: str
+    port: int
+    argv_start: list[str]
+    argv_stop: list[str]
+    env: dict[str, str]
+    cwd: Path
+
+    def stop(self) -> None:
+        """``pg_ctl stop -m immediate``: the server is gone, its clients' connections cut."""
+        subprocess.run(self.argv_stop, capture_output=True, env=self.env, cwd=self.cwd, check=True)
+
+    def start(self) -> None:
+        subprocess.run(self.argv_start, capture_output=True, env=self.env, cwd=self.cwd, check=True)
+        _wait_for_port(self.port)
+
+
+def _wait_for_port(port: int) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+
+
 @contextmanager
 def running_postgres() -> Iterator[str]:
     """Start a fresh cluster; yields its ``postgresql://`` URL."""
+    with postgres_server() as server:
+        yield server.url
+
+
+@contextmanager
+def postgres_server() -> Iterator[PostgresServer]:
+    """Start a fresh cluster; yields a :class:`PostgresServer` (stopped and deleted at the end)."""
     bindir = require_postgres()
     prefix = _run_as()
     tmp = Path(tempfile.mkdtemp(prefix="pacore-pg-"))
@@ -92,34 +129,17 @@ def running_postgres() -> Iterator[str]:
             cwd=tmp,
         )
         options = f"-c listen_addresses=127.0.0.1 -c port={port} -c unix_socket_directories={tmp}"
-        subprocess.run(
-            [
-                *prefix,
-                str(bindir / "pg_ctl"),
-                "-D",
-                str(data),
-                "-l",
-                str(tmp / "log"),
-                "-o",
-                options,
-                "-w",
-                "-t",
-                "60",
-                "start",
-            ],
-            check=True,
-            capture_output=True,
+        pg_ctl = [*prefix, str(bindir / "pg_ctl"), "-D", str(data)]
+        server = PostgresServer(
+            url=f"postgresql://pacore@127.0.0.1:{port}/postgres",
+            port=port,
+            argv_start=[*pg_ctl, "-l", str(tmp / "log"), "-o", options, "-w", "-t", "60", "start"],
+            argv_stop=[*pg_ctl, "-m", "immediate", "-w", "stop"],
             env=env,
             cwd=tmp,
         )
-        url = f"postgresql://pacore@127.0.0.1:{port}/postgres"
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            with socket.socket() as sock:
-                if sock.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.1)
-        yield url
+        server.start()
+        yield server
     finally:
         subprocess.run(
             [*prefix, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],

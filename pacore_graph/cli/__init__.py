@@ -60,6 +60,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(words)
     import asyncio  # not before: ``pacore --help`` need not pay for it
 
+    from pacore_graph.cli.signals import TerminateAsInterrupt
+
+    terminate = TerminateAsInterrupt()  # SIGTERM stops run/eval as Ctrl-C does
     try:
         _resolve_settings(args)
         if args.command in ("run", "eval"):
@@ -69,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 from pacore_graph.cli.run import _run as command
             else:
                 from pacore_graph.cli.eval import _eval as command
-            with fan_out_gc():  # thousands of explorer tasks: collect less often
+            with fan_out_gc(), terminate:  # thousands of explorer tasks: collect less often
                 return asyncio.run(command(args))
         if args.command == "data":
             from pacore_graph.cli.data import _data
@@ -103,9 +106,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILED
     except OSError as exc:
         # A file that became unwritable mid-run, a full disk: one line, not a traceback.
-        print(f"pacore: error: {exc}", file=sys.stderr)
+        where = f"{exc.filename}: {exc.strerror}" if exc.filename and exc.strerror else exc
+        print(f"pacore: error: {where}", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:
+        if terminate.received:
+            print("pacore: terminated (SIGTERM); run the same command to resume", file=sys.stderr)
+            return 143
         print("pacore: interrupted", file=sys.stderr)
         return 130
     parser.error(f"unknown command {args.command!r}")

@@ -261,15 +261,42 @@ def _prepare(args: argparse.Namespace) -> tuple[PaCoReConfig, Any]:
 
 @contextlib.asynccontextmanager
 async def _checkpointer(
-    spec: str | None, output: Path, *, eval_dir: bool = False
+    spec: str | None, output: Path, *, eval_dir: bool = False, retry_s: float | None = None
 ) -> AsyncIterator[Any]:
-    """The ``--checkpoint`` saver for the block; a UsageError when it cannot be opened."""
-    from pacore_graph.checkpoint import default_checkpoint_path, open_checkpointer
+    """The ``--checkpoint`` saver for the block; a UsageError when it cannot be opened.
 
+    psycopg's pool logs each failed reconnection as a warning; with no
+    logging configured Python prints those to stderr, several lines each,
+    around the run's one-line error. They go nowhere here unless the user
+    configured logging (a handler on the root logger still receives them).
+    """
+    import logging
+
+    from pacore_graph.checkpoint import default_checkpoint_path, open_checkpointer
+    from pacore_graph.store_guard import DEFAULT_STORE_RETRY_S
+
+    if retry_s is not None and not retry_s >= 0:
+        raise UsageError(f"--checkpoint-timeout must be >= 0 seconds, got {retry_s}")
+    quiet = logging.getLogger("psycopg")
+    if not any(isinstance(h, logging.NullHandler) for h in quiet.handlers):
+        quiet.addHandler(logging.NullHandler())
     default = default_checkpoint_path(output, eval_dir=eval_dir)
+    wait = DEFAULT_STORE_RETRY_S if retry_s is None else retry_s
     async with contextlib.AsyncExitStack() as stack:
         try:
-            saver = await stack.enter_async_context(open_checkpointer(spec, default))
+            saver = await stack.enter_async_context(open_checkpointer(spec, default, retry_s=wait))
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         yield saver
+
+
+@contextlib.contextmanager
+def _output_lock(output: Path, flag: str) -> Iterator[None]:
+    """Hold ``output``'s lock for the block; a UsageError when another process holds it."""
+    from pacore_graph.output_lock import OutputLockedError, hold_output_lock
+
+    try:
+        with hold_output_lock(output):
+            yield
+    except OutputLockedError as exc:
+        raise UsageError(f"{flag}: {exc}") from None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from pacore_graph.cli.common import (
     EXIT_OK,
@@ -13,6 +14,7 @@ from pacore_graph.cli.common import (
     _checkpointer,
     _client,
     _endpoint,
+    _output_lock,
     _prepare,
     _readable_file,
     _tracing,
@@ -23,7 +25,6 @@ __all__ = ["_eval"]
 
 async def _eval(args: argparse.Namespace) -> int:
     from pacore_graph.eval.graders import grader_from_name
-    from pacore_graph.eval.harness import run_eval
     from pacore_graph.eval.methods import parse_methods
     from pacore_graph.runner import read_dataset
 
@@ -49,11 +50,31 @@ async def _eval(args: argparse.Namespace) -> int:
         records = records[: max(0, args.limit)]
     if not records:
         raise UsageError(f"{args.dataset}: no usable records")
+    from pacore_graph.eval.harness import RESULTS
+
+    # One writer per results folder: a second eval on it is refused before any model call.
+    with _output_lock(args.out / RESULTS, "--out"):
+        return await _eval_with(args, records, methods, grader, config, compactor, input_errors)
+
+
+async def _eval_with(
+    args: argparse.Namespace,
+    records: list[Any],
+    methods: Any,
+    grader: Any,
+    config: Any,
+    compactor: Any,
+    input_errors: list[Any],
+) -> int:
+    from pacore_graph.eval.harness import run_eval
+
     async with _endpoint(args) as endpoint:
         client = _client(args, endpoint, config)
         try:
             with _tracing(args) as trace_options:
-                async with _checkpointer(args.checkpoint, args.out, eval_dir=True) as saver:
+                async with _checkpointer(
+                    args.checkpoint, args.out, eval_dir=True, retry_s=args.checkpoint_timeout
+                ) as saver:
                     outcome = await run_eval(
                         records,
                         methods,

@@ -98,6 +98,14 @@ def _add_checkpoint_arg(p: argparse.ArgumentParser, default: str) -> None:
         help=f"where unfinished runs are checkpointed so a killed run resumes (default: SQLite "
         f"file {default}); postgresql://... for Postgres, sqlite:///path, memory, or none",
     )
+    p.add_argument(
+        "--checkpoint-timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="how long an unreachable checkpoint store (PostgreSQL) is waited for before the "
+        "run stops with an error (it resumes on a re-run); 0 stops at the first failure",
+    )
 
 
 class _DefaultsHelpFormatter(argparse.HelpFormatter):

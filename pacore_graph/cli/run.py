@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib
 import json
 import sys
@@ -19,6 +20,7 @@ from pacore_graph.cli.common import (
     _checkpointer,
     _client,
     _endpoint,
+    _output_lock,
     _prepare,
     _readable_file,
     _summary,
@@ -63,7 +65,13 @@ async def _run(args: argparse.Namespace) -> int:
         if not records:
             raise UsageError(f"{args.input}: no usable records")
 
-    with _tracing(args) as trace_options:
+    # One writer per results file: a second run on it is refused before any model call.
+    holding = (
+        _output_lock(args.output, "--output")
+        if args.input is not None
+        else contextlib.nullcontext()
+    )
+    with holding, _tracing(args) as trace_options:
         return await _run_with(
             args, config, compactor, template, records, input_errors, trace_options
         )
@@ -126,7 +134,9 @@ async def _run_with(
                 return 0
             from pacore_graph.runner import run_dataset
 
-            async with _checkpointer(args.checkpoint, args.output) as saver:
+            async with _checkpointer(
+                args.checkpoint, args.output, retry_s=args.checkpoint_timeout
+            ) as saver:
                 summary = await run_dataset(
                     graph,
                     records,

@@ -1,0 +1,133 @@
+"""One writer per results file: a second ``pacore run`` / ``pacore eval`` on it is refused.
+
+The lock is a real ``flock`` beside the output; the holder is a real
+``pacore run`` process against the scripted server, killed with SIGKILL to
+show that the kernel releases the lock with the process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from cli_support import run_argv
+
+from pacore_graph.output_lock import OutputLockedError, hold_output_lock, lock_path
+from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+PROBLEMS = 8
+
+
+def by_input(req: ScriptedRequest) -> ScriptedReply:
+    return ScriptedReply(content=f"answer {len(req.last_user) % 97}", completion_tokens=5)
+
+
+@pytest.fixture
+def server() -> Iterator[ScriptedServer]:
+    with ScriptedServer(by_input, latency=0.3).run_in_thread() as srv:
+        yield srv
+
+
+def write_dataset(path: Path) -> Path:
+    with path.open("w") as fh:
+        for i in range(PROBLEMS):
+            q = {"id": f"q{i}", "messages": [{"role": "user", "content": f"What is {i} + 1?"}]}
+            fh.write(json.dumps(q) + "\n")
+    return path
+
+
+def test_the_lock_is_exclusive_and_removed_on_release(tmp_path: Path) -> None:
+    out = tmp_path / "sub" / "results.jsonl"
+    with hold_output_lock(out) as lock:
+        assert lock == lock_path(out) and lock.read_text().strip() == str(os.getpid())
+        # flock belongs to an open file: a second open, even in this process, is refused.
+        with pytest.raises(OutputLockedError, match=f"pid {os.getpid()}"), hold_output_lock(out):
+            pass
+    assert not lock_path(out).exists()
+    with hold_output_lock(out):  # free again
+        pass
+
+
+def test_a_second_run_on_a_held_output_is_refused_and_sigkill_frees_it(
+    server: ScriptedServer, tmp_path: Path
+) -> None:
+    data, out = write_dataset(tmp_path / "data.jsonl"), tmp_path / "results.jsonl"
+    argv = run_argv(data, out, "4,2", "--no-progress", base_url=server.base_url, model="scripted")
+    first = subprocess.Popen(
+        [sys.executable, "-m", "pacore_graph.cli", *argv],
+        env=ENV,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120  # hang guard
+        while server.request_count == 0:
+            assert first.poll() is None and time.monotonic() < deadline, first.communicate()
+            time.sleep(0.01)
+        with ScriptedServer(by_input).run_in_thread() as other:
+            second_argv = [*argv[: argv.index("--base-url")], "--base-url", other.base_url]
+            second_argv += ["--model", "scripted", "--no-progress"]
+            second = subprocess.run(
+                [sys.executable, "-m", "pacore_graph.cli", *second_argv],
+                env=ENV,
+                cwd=tmp_path,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert second.returncode == 2, second.stderr
+            lines = second.stderr.strip().splitlines()
+            assert len(lines) == 1, second.stderr
+            assert lines[0].startswith(f"pacore: error: --output: {out} is being written by pid ")
+            assert f"pid {first.pid}" in lines[0]
+            assert other.request_count == 0  # refused before any model call
+        first.send_signal(signal.SIGKILL)
+        first.communicate(timeout=30)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert lock_path(out).exists()  # left behind by the kill, but no longer held
+    third = subprocess.run(
+        [sys.executable, "-m", "pacore_graph.cli", *argv],
+        env=ENV,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert third.returncode == 0, third.stderr[-3000:]
+    ids = [json.loads(line)["request_id"] for line in out.read_text().splitlines()]
+    assert sorted(ids) == sorted(f"q{i}" for i in range(PROBLEMS))
+    assert not lock_path(out).exists()  # a normal exit removes it
+
+
+def test_eval_on_a_held_out_dir_is_refused(
+    server: ScriptedServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pacore_graph.cli import main
+    from pacore_graph.eval.harness import RESULTS
+
+    data = tmp_path / "gt.jsonl"
+    row = {"id": "g1", "messages": [{"role": "user", "content": "1+1?"}], "ground_truth": "2"}
+    data.write_text(json.dumps(row) + "\n")
+    out_dir = tmp_path / "ev"
+    argv = ["eval", "--dataset", str(data), "--out", str(out_dir), "--methods", "single"]
+    argv += ["--base-url", server.base_url, "--model", "scripted", "--no-progress"]
+    with hold_output_lock(out_dir / RESULTS):
+        code = main(argv)
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(lines) == 1, lines
+    assert lines[0].startswith(f"pacore: error: --out: {out_dir / RESULTS} is being written by")
+    assert server.request_count == 0
+    assert main(argv) == 0  # released: the same command runs

@@ -1,0 +1,349 @@
+"""Stores that fail cleanly: a lost PostgreSQL, a corrupt SQLite file, a full disk, SIGTERM.
+
+Real ``pacore run`` processes against the scripted server (real HTTP on
+loopback), a real PostgreSQL started for the test and stopped under the run
+(``pg_ctl stop -m immediate``), a real tmpfs filled up (root only; skipped
+otherwise) and real signals. Each attack ends the same way: one line on
+stderr naming what failed, a documented exit status, and a re-run of the
+same command that finishes every problem with one line each. Subprocess
+timeouts are hang guards only; nothing asserts on wall time.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from cli_support import run_argv
+from pg_support import postgres_server
+
+from pacore_graph.checkpoint import RUN_CHECKPOINT_SUFFIX
+from pacore_graph.jsonl import LineSink
+from pacore_graph.store_guard import redact_store
+from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+PROBLEMS = 12
+ROUNDS = (4, 2)
+CONCURRENCY = 8
+NEEDED = PROBLEMS * (sum(ROUNDS) + 1)
+LATENCY = 0.3
+HANG_GUARD_S = 180
+
+
+def by_input(req: ScriptedRequest) -> ScriptedReply:
+    return ScriptedReply(
+        content=f"answer {len(req.last_user) % 97} sample {req.sample_index}",
+        completion_tokens=5,
+    )
+
+
+@pytest.fixture
+def server() -> Iterator[ScriptedServer]:
+    with ScriptedServer(by_input, latency=LATENCY).run_in_thread() as srv:
+        yield srv
+
+
+def samples_returned(srv: ScriptedServer) -> int:
+    return sum(int(r.body.get("n", 1)) for r in list(srv.requests) if r.status == 200)
+
+
+def write_dataset(path: Path) -> Path:
+    with path.open("w") as fh:
+        for i in range(PROBLEMS):
+            q = {"id": f"q{i}", "messages": [{"role": "user", "content": f"What is {i} + {i}?"}]}
+            fh.write(json.dumps(q) + "\n")
+    return path
+
+
+def command(srv: ScriptedServer, data: Path, out: Path, *extra: str) -> list[str]:
+    argv = run_argv(
+        data,
+        out,
+        ",".join(map(str, ROUNDS)),
+        "--max-concurrency",
+        str(CONCURRENCY),
+        "--no-progress",
+        *extra,
+        base_url=srv.base_url,
+        model="scripted",
+    )
+    return [sys.executable, "-m", "pacore_graph.cli", *argv]
+
+
+ENV = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+
+
+def spawn(argv: list[str], cwd: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        argv, env=ENV, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        argv, env=ENV, cwd=cwd, capture_output=True, text=True, timeout=HANG_GUARD_S
+    )
+
+
+def wait_for_samples(srv: ScriptedServer, count: int, proc: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + HANG_GUARD_S
+    while samples_returned(srv) < count:
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(f"the run ended early: {proc.communicate()[1][-2000:]!r}")
+        time.sleep(0.01)
+
+
+def error_lines(err: str) -> list[str]:
+    return [line for line in err.splitlines() if line.strip()]
+
+
+def assert_complete(out: Path) -> None:
+    """One successful line per problem, as after an uninterrupted run."""
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted(line["request_id"] for line in lines) == sorted(f"q{i}" for i in range(PROBLEMS))
+    assert all(not line.get("error") for line in lines)
+
+
+def written_lines(out: Path) -> list[dict[str, object]]:
+    if not out.exists():
+        return []
+    found = []
+    for raw in out.read_text().splitlines():
+        try:
+            found.append(json.loads(raw))
+        except ValueError:
+            continue  # a line cut by the failure: it runs again
+    return found
+
+
+# --------------------------------------------------------------------------- PostgreSQL
+
+
+def test_postgres_gone_for_good_stops_the_run_with_one_line_then_resumes(
+    server: ScriptedServer, tmp_path: Path
+) -> None:
+    data, out = write_dataset(tmp_path / "data.jsonl"), tmp_path / "results.jsonl"
+    with postgres_server() as pg:
+        argv = command(server, data, out, "--checkpoint", pg.url, "--checkpoint-timeout", "3")
+        proc = spawn(argv, tmp_path)
+        wait_for_samples(server, 20, proc)
+        pg.stop()
+        _, err = proc.communicate(timeout=HANG_GUARD_S)  # hang guard: it must end on its own
+        lines = error_lines(err)
+        assert proc.returncode == 1, err[-3000:]
+        assert len(lines) == 1, err[-3000:]
+        assert lines[0].startswith(f"pacore: run failed: checkpoint store {pg.url} unreachable")
+        assert "--checkpoint none" in lines[0]
+        # No problem is recorded as failed for the store's fault.
+        assert all(not line.get("error") for line in written_lines(out))
+        pg.start()
+        rerun = run(argv, tmp_path)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert_complete(out)
+
+
+def test_postgres_outage_shorter_than_the_timeout_costs_only_the_wait(
+    server: ScriptedServer, tmp_path: Path
+) -> None:
+    data, out = write_dataset(tmp_path / "data.jsonl"), tmp_path / "results.jsonl"
+    with postgres_server() as pg:
+        argv = command(server, data, out, "--checkpoint", pg.url, "--checkpoint-timeout", "60")
+        proc = spawn(argv, tmp_path)
+        wait_for_samples(server, 20, proc)
+        pg.stop()
+        time.sleep(2 * LATENCY)  # the run meets the outage
+        pg.start()
+        _, err = proc.communicate(timeout=HANG_GUARD_S)
+    assert proc.returncode == 0, err[-3000:]
+    assert err.strip() == ""  # no psycopg warnings, no traceback
+    assert_complete(out)
+
+
+def test_postgres_down_at_the_start_names_it_without_its_password(
+    server: ScriptedServer, tmp_path: Path
+) -> None:
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"postgresql://pacore:s3cret@127.0.0.1:{port}/postgres"
+    data, out = write_dataset(tmp_path / "data.jsonl"), tmp_path / "results.jsonl"
+    done = run(
+        command(server, data, out, "--checkpoint", url, "--checkpoint-timeout", "1"), tmp_path
+    )
+    lines = error_lines(done.stderr)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert len(lines) == 1 and "s3cret" not in done.stderr
+    assert f"postgresql://pacore:***@127.0.0.1:{port}/postgres" in lines[0]
+    assert "--checkpoint none" in lines[0]
+    assert server.request_count == 0
+
+
+def test_redact_store_hides_passwords_only() -> None:
+    assert redact_store("postgresql://u:pw@h:5/db") == "postgresql://u:***@h:5/db"
+    assert redact_store("postgresql://u@h/db?password=pw&sslmode=require") == (
+        "postgresql://u@h/db?password=***&sslmode=require"
+    )
+    assert redact_store("postgresql://u@h/db") == "postgresql://u@h/db"
+    assert redact_store("/tmp/a.sqlite") == "/tmp/a.sqlite"
+
+
+# --------------------------------------------------------------------------- SQLite
+
+
+def test_corrupt_sqlite_checkpoint_file_is_one_line_exit_2(
+    server: ScriptedServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pacore_graph.cli import main
+
+    data, out = write_dataset(tmp_path / "data.jsonl"), tmp_path / "results.jsonl"
+    store = tmp_path / ("results.jsonl" + RUN_CHECKPOINT_SUFFIX)
+    store.write_bytes(b"not a database, " * 512)
+    argv = run_argv(data, out, "2", "--no-progress", base_url=server.base_url, model="scripted")
+    code = main(argv)
+    lines = error_lines(capsys.readouterr().err)
+    assert code == 2 and len(lines) == 1, lines
+    assert str(store) in lines[0] and "--checkpoint none" in lines[0]
+    assert server.request_count == 0
+
+
+def test_sqlite_file_with_corrupt_pages_is_refused_before_any_call(
+    server: ScriptedServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A valid header over damaged pages: found by the integrity check at open, not mid-run."""
+    from pacore_graph.cli import main
+
+    store = tmp_path / "ck.sqlite"
+    with sqlite3.connect(store) as db:
+        db.execute("CREATE TABLE t (k INTEGER PRIMARY KEY, v TEXT)")
+        db.execute("CREATE INDEX t_v ON t (v)")
+        db.executemany("INSERT INTO t VALUES (?, ?)", ((i, f"value {i}" * 8) for i in range(3000)))
+    db.close()
+    raw = bytearray(store.read_bytes())
+    page = 4096
+    for start in range(2 * page, len(raw) - page, 3 * page):
+        raw[start + 8 : start + 200] = os.urandom(192)  # past each page header: cells, pointers
+    store.write_bytes(bytes(raw))
+    data, out = write_dataset(tmp_path / "data.jsonl"), tmp_path / "results.jsonl"
+    argv = run_argv(data, out, "2", "--no-progress", base_url=server.base_url, model="scripted")
+    code = main([*argv, "--checkpoint", f"sqlite:///{store}"])
+    lines = error_lines(capsys.readouterr().err)
+    assert code == 2 and len(lines) == 1, lines
+    assert str(store) in lines[0]
+    assert server.request_count == 0
+
+
+# --------------------------------------------------------------------------- a full disk
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """An 8 MiB tmpfs (``mount`` needs root: skipped when refused)."""
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mnt)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here (needs root): {mounted.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True, check=False)
+
+
+def fill(disk: Path, leave: int) -> Path:
+    """Fill ``disk`` up to ``leave`` free bytes; returns the filler (delete it to free space)."""
+    filler = disk / "filler"
+    stats = os.statvfs(disk)
+    size = stats.f_bavail * stats.f_frsize - leave
+    with filler.open("wb") as fh:
+        fh.write(b"\0" * max(size, 0))
+    return filler
+
+
+def test_full_disk_under_the_results_file_is_one_line_naming_it(
+    server: ScriptedServer, tmp_path: Path, small_disk: Path
+) -> None:
+    data, out = write_dataset(tmp_path / "data.jsonl"), small_disk / "results.jsonl"
+    filler = fill(small_disk, 3 * 4096)  # the lock's page, then about two pages of lines
+    argv = command(server, data, out, "--checkpoint", f"sqlite:///{tmp_path / 'ck.sqlite'}")
+    done = run(argv, tmp_path)
+    lines = error_lines(done.stderr)
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert lines == [f"pacore: error: {out}: No space left on device"], done.stderr[-3000:]
+    assert 0 < len(written_lines(out)) < PROBLEMS  # it failed mid-run, not before
+    filler.unlink()
+    rerun = run(argv, tmp_path)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert_complete(out)
+
+
+def test_full_disk_under_the_sqlite_checkpoints_is_one_line_naming_them(
+    server: ScriptedServer, tmp_path: Path, small_disk: Path
+) -> None:
+    data, out = write_dataset(tmp_path / "data.jsonl"), tmp_path / "results.jsonl"
+    store = small_disk / "ck.sqlite"
+    filler = fill(small_disk, 96 * 1024)  # room to open the store, not for the run
+    argv = command(server, data, out, "--checkpoint", f"sqlite:///{store}")
+    done = run(argv, tmp_path)
+    lines = error_lines(done.stderr)
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert len(lines) == 1, done.stderr[-3000:]  # no "Task exception was never retrieved"
+    assert lines[0].startswith(f"pacore: run failed: checkpoint store {store} failed (")
+    assert "full" in lines[0] and "--checkpoint none" in lines[0]
+    filler.unlink()
+    rerun = run(argv, tmp_path)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert_complete(out)
+
+
+def test_a_line_that_cannot_be_written_names_the_file() -> None:
+    """The kernel's own "disk full" (``/dev/full``), without mounting anything."""
+    target = Path("/dev/full")
+    if not target.exists():
+        pytest.skip("no /dev/full")
+    with LineSink(target) as sink, pytest.raises(OSError) as caught:
+        sink.write('{"id": "q0"}\n')
+    assert caught.value.errno == errno.ENOSPC and caught.value.filename == str(target)
+
+
+# --------------------------------------------------------------------------- SIGTERM
+
+
+def test_sigterm_stops_like_ctrl_c_and_the_rerun_resumes(
+    server: ScriptedServer, tmp_path: Path
+) -> None:
+    data, out = write_dataset(tmp_path / "data.jsonl"), tmp_path / "results.jsonl"
+    argv = command(server, data, out)
+    proc = spawn(argv, tmp_path)
+    wait_for_samples(server, 30, proc)
+    time.sleep(LATENCY / 2)  # between responses, as test_durable_runs kills
+    at_signal = samples_returned(server)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=HANG_GUARD_S)
+    assert proc.returncode == 143, err[-3000:]
+    assert error_lines(err) == ["pacore: terminated (SIGTERM); run the same command to resume"]
+    time.sleep(2 * LATENCY)
+    in_flight = samples_returned(server) - at_signal
+    rerun = run(argv, tmp_path)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert_complete(out)
+    # Resumed from the checkpoints: only what was in flight at the signal was asked again.
+    assert samples_returned(server) <= NEEDED + in_flight
+    assert in_flight <= CONCURRENCY * max(ROUNDS)
