@@ -102,6 +102,7 @@ class PaCoReSettings(BaseSettings):
     shuffle_seed: int | None = None
     reference_order: Literal["public", "compacted"] | None = None
     retries: int | None = None
+    call_deadline: float | None = Field(None, gt=0)
     max_rounds: int = Field(DEFAULT_MAX_ROUNDS, ge=1, le=1024)
     max_samples_per_request: int = Field(DEFAULT_MAX_SAMPLES_PER_REQUEST, ge=2, le=LIMIT_CEILING)
     max_tokens_cap: int = Field(DEFAULT_MAX_TOKENS_CAP, ge=1, le=LIMIT_CEILING)
@@ -205,8 +206,13 @@ class PaCoReSettings(BaseSettings):
             fields["shuffle_seed"] = self.shuffle_seed
         if self.reference_order is not None:
             fields["reference_order"] = self.reference_order
+        retry: dict[str, Any] = {}
         if self.retries is not None:
-            fields["retry"] = RetryPolicy(max_attempts=self.retries)
+            retry["max_attempts"] = self.retries
+        if self.call_deadline is not None:
+            retry["deadline"] = self.call_deadline
+        if retry:
+            fields["retry"] = RetryPolicy(**retry)
         if self.no_batch:
             fields["batch_samples"] = False
         fields.update(extra)

@@ -230,6 +230,13 @@ MODEL_OPTIONS: tuple[Option, ...] = (
     ),
     Option("retries", "attempts per call", type=int, default_text="4"),
     Option(
+        "call_deadline",
+        "seconds one model call may take in all: its attempts, backoffs and n-splits "
+        "(--timeout is per attempt)",
+        type=float,
+        default_text="timeout x retries",
+    ),
+    Option(
         "max_rounds",
         "cap on configured rounds per request (a final K=1 round is added)",
         type=int,

@@ -41,14 +41,19 @@ __all__ = [
 ]
 
 _CHUNK = 1 << 20
-_MARKER = re.compile(r"HOSTILE:([a-z_]+)")
+_MARKER = re.compile(r"HOSTILE:([a-z_]+)(@odd)?")
 
 
-def marker(attack: str) -> str:
-    """The text that, in a prompt, makes the server answer with ``attack``."""
+def marker(attack: str, *, odd_seeds_only: bool = False) -> str:
+    """The text that, in a prompt, makes the server answer with ``attack``.
+
+    ``odd_seeds_only``: only requests whose ``seed`` is odd are attacked, the
+    others answered normally (one request per explorer, ``--no-batch``, then
+    fails every other explorer of a round and the run goes on).
+    """
     if attack not in ATTACKS:
         raise ValueError(f"unknown attack {attack!r}; known: {', '.join(sorted(ATTACKS))}")
-    return f"HOSTILE:{attack}"
+    return f"HOSTILE:{attack}" + ("@odd" if odd_seeds_only else "")
 
 
 def _choice(index: Any, content: Any = "ok", **extra: Any) -> dict[str, Any]:
@@ -161,6 +166,9 @@ class HostileServer(ScriptedServer):
         messages = body.get("messages") if isinstance(body, dict) else None
         found = _MARKER.search(last_user_text(messages)) if isinstance(messages, list) else None
         if found and found.group(1) in ATTACKS:
+            seed = body.get("seed")
+            if found.group(2) and not (isinstance(seed, int) and seed % 2 == 1):
+                return None
             return found.group(1)
         return self.attack
 
