@@ -18,8 +18,10 @@ OpenAI-compatible server) the way this project needs it:
 from __future__ import annotations
 
 import asyncio
+import json
+import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import openai
@@ -33,7 +35,8 @@ from pacore_graph.client import apportion, resolve_api_key, retryable_status
 from pacore_graph.config import RetryPolicy, SamplingParams
 from pacore_graph.errors import ModelCallError
 from pacore_graph.records import Completion
-from pacore_graph.reply_checks import malformed, token_count
+from pacore_graph.reply_checks import indexed_choices, malformed, token_count
+from pacore_graph.reply_limits import reply_cap, too_large
 from pacore_graph.sampling import (
     NSampler,
     PerSampleClient,
@@ -45,17 +48,20 @@ from pacore_graph.sampling import (
 __all__ = ["LangChainChatClient", "ReasoningChatOpenAI", "aclose_chat_model", "make_chat_model"]
 
 REASONING_FIELDS = ("reasoning", "reasoning_content")
+#: Set in ``generation_info``: the choice's index as the server sent it (checked against n).
+INDEX_KEY = "pacore_index"
 #: Set in ``additional_kwargs`` when the server sent ``content: null`` without tool calls.
 NO_CONTENT_KEY = "pacore_no_content"
 
 
-def _raw_choices(response: Any) -> list[Mapping[str, Any]]:
+def _raw_choices(response: Any) -> list[tuple[int, Mapping[str, Any]]]:
+    """The answer's ``(index, choice)`` pairs in index order, checked (``reply_checks``)."""
     if isinstance(response, Mapping):
         choices = response.get("choices") or []
     else:
         dumped = response.model_dump(warnings=False) if hasattr(response, "model_dump") else {}
         choices = dumped.get("choices") or []
-    return sorted(choices, key=lambda c: c.get("index", 0))
+    return indexed_choices(choices, None)
 
 
 class ReasoningChatOpenAI(ChatOpenAI):
@@ -66,8 +72,10 @@ class ReasoningChatOpenAI(ChatOpenAI):
         response: dict[str, Any] | openai.BaseModel,
         generation_info: dict[str, Any] | None = None,
     ) -> ChatResult:
+        choices = _raw_choices(response)  # a malformed answer fails before LangChain reads it
         result = super()._create_chat_result(response, generation_info)
-        for gen, choice in zip(result.generations, _raw_choices(response), strict=False):
+        for gen, (index, choice) in zip(result.generations, choices, strict=False):
+            gen.generation_info = {**(gen.generation_info or {}), INDEX_KEY: index}
             message = choice.get("message") or {}
             if message.get("content") is None and not message.get("tool_calls"):
                 gen.message.additional_kwargs[NO_CONTENT_KEY] = choice.get("finish_reason")
@@ -76,6 +84,73 @@ class ReasoningChatOpenAI(ChatOpenAI):
                     gen.message.additional_kwargs["reasoning_content"] = message[key]
                     break
         return result
+
+
+class _ReplyTooLarge(Exception):
+    """Raised inside the SDK's read of a body over its cap; carries the call's error."""
+
+    def __init__(self, error: ModelCallError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+#: The SDK reads an error body whole to build its exception: this much at most.
+SDK_ERROR_BODY_CAP = 64 << 10
+
+
+async def _cap_reply(response: Any) -> None:
+    """An httpx response hook: the body is read under :func:`reply_cap` (bounded reads).
+
+    The hook runs before the SDK reads the body, so the body's stream is
+    wrapped to fail once the running count passes the cap (a declared
+    ``Content-Length`` over it fails at once). The SDK then sees an
+    exception from its transport (it may retry, each attempt cut the same
+    way); :meth:`LangChainChatClient._generate` reports it as
+    ``response_too_large``.
+    """
+    request = response.request
+    url = str(request.url)
+    if response.status_code != 200:
+        cap = SDK_ERROR_BODY_CAP
+    else:
+        content = request.content
+        try:
+            body = json.loads(content) if content else {}
+        except ValueError:
+            body = {}
+        body = body if isinstance(body, dict) else {}
+        cap = reply_cap(body, request_bytes=len(content), streamed=bool(body.get("stream")))
+    declared = response.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > cap:
+        raise _ReplyTooLarge(too_large(url, cap))
+    stream_type = sys.modules[type(response).__module__.split(".")[0]].AsyncByteStream
+    inner = response.stream
+
+    class _Capped(stream_type):  # type: ignore[misc,valid-type]
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            size = 0
+            async for chunk in inner:
+                size += len(chunk)
+                if size > cap:
+                    raise _ReplyTooLarge(too_large(url, cap))
+                yield chunk
+
+        async def aclose(self) -> None:
+            await inner.aclose()
+
+    response.stream = _Capped()
+
+
+def _too_large_in(exc: BaseException) -> ModelCallError | None:
+    """The cap's error when ``exc`` (or what it was raised from) is a capped read."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            return None
+        if isinstance(seen, _ReplyTooLarge):
+            return seen.error
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def make_chat_model(
@@ -95,8 +170,13 @@ def make_chat_model(
     sampling = sampling or SamplingParams()
     retry = retry or RetryPolicy()
     extra: dict[str, Any] = {}
-    if aiohttp_transport:
-        extra["http_async_client"] = openai.DefaultAioHttpClient()
+    hooks = {"response": [_cap_reply]}
+    if "http_async_client" in kwargs:
+        pass  # the caller's own client, as given
+    elif aiohttp_transport:
+        extra["http_async_client"] = openai.DefaultAioHttpClient(event_hooks=hooks)
+    else:
+        extra["http_async_client"] = openai.DefaultAsyncHttpxClient(event_hooks=hooks)
     if sampling.max_tokens is not None:
         extra["max_tokens"] = sampling.max_tokens
     if sampling.extra_body:
@@ -189,7 +269,12 @@ class LangChainChatClient(PerSampleClient):
         lc_messages = convert_to_messages([dict(m) for m in messages])
         try:
             result = await self.chat_model.agenerate([lc_messages], **call_kwargs)
+        except ModelCallError:
+            raise
         except Exception as exc:
+            capped = _too_large_in(exc)
+            if capped is not None:
+                raise capped from None
             # The SDK already retried; the kind of error decides whether a smaller
             # request is worth trying (see pacore_graph.sampling).
             status = getattr(exc, "status_code", None)
@@ -214,6 +299,10 @@ class LangChainChatClient(PerSampleClient):
             ) from exc
         latency = time.perf_counter() - started
         generations = result.generations[0]
+        for gen in generations:
+            index = (gen.generation_info or {}).get(INDEX_KEY)
+            if isinstance(index, int) and index >= n:
+                raise malformed(f"a choice has index {index}, out of range (n={n})")
         usage = (result.llm_output or {}).get("token_usage") or {}
         texts: list[tuple[str, str | None, AIMessage | None]] = []
         for gen in generations:

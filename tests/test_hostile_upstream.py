@@ -21,6 +21,7 @@ import pytest
 from pacore_graph.client import OpenAICompatClient, parse_chat_choices
 from pacore_graph.config import RetryPolicy, SamplingParams
 from pacore_graph.errors import ModelCallError
+from pacore_graph.langchain_client import LangChainChatClient, make_chat_model
 from pacore_graph.multi_client import MultiEndpointClient
 from pacore_graph.records import Completion
 from pacore_graph.reply_limits import SLACK_BYTES, UNSET_MAX_TOKENS, reply_cap
@@ -264,3 +265,40 @@ async def test_replica_errors_name_their_replica_by_index() -> None:
             await client.aclose()
     assert seen == {1: "upstream 1 call failed: malformed reply"}
     assert all(r.healthy for r in client.stats())  # a bad answer does not eject the replica
+
+
+# --------------------------------------------------------------------------- LangChain client
+
+
+@pytest.mark.parametrize(
+    ("attack", "kind"),
+    [
+        ("huge_body", "response_too_large"),
+        ("huge_declared", "response_too_large"),
+        ("huge_error", "response_too_large"),
+        ("index_string", "malformed"),
+        ("index_out_of_range", "malformed"),
+        ("index_duplicate", "malformed"),
+        ("usage_negative", "malformed"),
+        ("usage_infinity", "malformed"),
+        ("too_many_choices", "malformed"),
+        ("message_not_object", "malformed"),
+    ],
+)
+async def test_the_langchain_client_reads_bounded_and_refuses_malformed_answers(
+    attack: str, kind: str
+) -> None:
+    async with HostileServer(size=HUGE) as server:
+        chat = make_chat_model(
+            server.base_url, "m", sampling=SMALL, retry=RetryPolicy(max_attempts=1)
+        )
+        client = LangChainChatClient(chat)
+        try:
+            outcomes = await client.complete_each(ask(attack), n=4, params=SMALL)
+        finally:
+            await client.aclose()
+        completed = server.completed.get(attack, 0)
+    failures = errors(outcomes)
+    assert {e.kind for e in failures} == {kind}, [str(e) for e in failures]
+    assert all("\n" not in str(e) for e in failures)
+    assert completed == 0
