@@ -302,3 +302,41 @@ async def test_the_langchain_client_reads_bounded_and_refuses_malformed_answers(
     assert {e.kind for e in failures} == {kind}, [str(e) for e in failures]
     assert all("\n" not in str(e) for e in failures)
     assert completed == 0
+
+
+async def test_the_call_deadline_spans_replicas() -> None:
+    """Two trickling replicas, 0.2 s attempts, 4 attempts: 0.8 s in all.
+
+    On each replica the n=2 request times out and is split into two singles
+    (0.4 s per replica), so two replicas spend the deadline: 6 requests at
+    most, where 4 full attempts (each n=2 then two singles) made 12.
+    """
+    params = SamplingParams(max_tokens=16, timeout=0.2)
+    async with (
+        HostileServer(attack="slow_body", drip_interval=0.05) as one,
+        HostileServer(attack="slow_body", drip_interval=0.05) as two,
+    ):
+        client = MultiEndpointClient([one.base_url, two.base_url], "m", retry=FAST)
+        try:
+            outcomes = await client.complete_each(ask("slow_body"), n=2, params=params)
+        finally:
+            await client.aclose()
+        sent = one.attacks_sent.get("slow_body", 0) + two.attacks_sent.get("slow_body", 0)
+    failures = errors(outcomes)
+    assert {e.kind for e in failures} == {"timeout"}
+    assert {e.upstream for e in failures} <= {0, 1}
+    assert "call deadline of 0.8s reached" in str(failures[0])
+    assert sent <= 6
+
+
+async def test_transport_and_timeout_failures_have_their_kind() -> None:
+    refused = OpenAICompatClient("http://127.0.0.1:9/v1", "m", retry=RetryPolicy(max_attempts=1))
+    (error,) = errors(await refused.complete_each(ask("slow_body"), n=1, params=SMALL))
+    await refused.aclose()
+    assert error.kind == "transport"
+    assert error.public_message() == "the upstream call failed: connection failed"
+    params = SamplingParams(max_tokens=16, timeout=0.1)
+    one = RetryPolicy(max_attempts=1)
+    async with hostile(drip_interval=0.05, retry=one) as (_server, client):
+        (error,) = errors(await client.complete_each(ask("slow_body"), n=1, params=params))
+    assert error.kind == "timeout"
