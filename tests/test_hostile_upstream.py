@@ -114,6 +114,14 @@ async def test_a_huge_body_fails_as_response_too_large_unread(attack: str) -> No
     assert server.completed.get(attack, 0) == 0  # the client hung up: not read to the end
 
 
+async def test_a_gzip_bomb_is_capped_on_what_it_unpacks_to() -> None:
+    """48 KB on the wire, 48 MiB unpacked: the cap counts the unpacked bytes."""
+    async with hostile(size=HUGE) as (server, client):
+        (error,) = errors(await client.complete_each(ask("gzip_bomb"), n=1, params=SMALL))
+    assert error.kind == "response_too_large"
+    assert server.attacks_sent["gzip_bomb"] == 1
+
+
 async def test_n_samples_of_a_huge_answer_fail_together_without_splitting() -> None:
     async with hostile(size=HUGE) as (server, client):
         outcomes = await client.complete_each(ask("huge_body"), n=4, params=SMALL)

@@ -23,6 +23,7 @@ import argparse
 import asyncio
 import json
 import re
+import zlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -126,6 +127,7 @@ ATTACKS: frozenset[str] = frozenset(
         "huge_body",
         "huge_declared",
         "huge_error",
+        "gzip_bomb",
         "slow_body",
         "not_json",
         "sse_huge_line",
@@ -210,6 +212,9 @@ class HostileServer(ScriptedServer):
             return await self._send(
                 request, [head, *self._filler(), tail], length=len(head) + self.size + len(tail)
             )
+        if attack == "gzip_bomb":
+            packed = _gzipped([head, *self._filler(), tail])
+            return await self._send(request, packed, encoding="gzip")
         if attack == "huge_error":
             return await self._send(request, [b"oops ", *self._filler()], status=500)
         if attack == "slow_body":
@@ -242,11 +247,14 @@ class HostileServer(ScriptedServer):
         status: int = 200,
         length: int | None = None,
         drip: bool = False,
+        encoding: str | None = None,
     ) -> web.StreamResponse:
         """Write ``parts`` (one byte per ``drip_interval`` when ``drip``)."""
         streamed = any(p.startswith(b"data:") for p in parts[:1])
         response = web.StreamResponse(status=status)
         response.content_type = "text/event-stream" if streamed else "application/json"
+        if encoding is not None:
+            response.headers["Content-Encoding"] = encoding
         if length is not None:
             response.content_length = length
         await response.prepare(request)
@@ -259,6 +267,14 @@ class HostileServer(ScriptedServer):
                 await response.write(part)
         await response.write_eof()
         return response
+
+
+def _gzipped(parts: Sequence[bytes]) -> list[bytes]:
+    """``parts`` as one gzip stream (about 1,000x smaller than what it unpacks to)."""
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)
+    out = [packer.compress(part) for part in parts]
+    out.append(packer.flush())
+    return [p for p in out if p]
 
 
 def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
