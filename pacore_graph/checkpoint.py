@@ -292,6 +292,12 @@ async def _sqlite(saver_cls: Any, path: Path) -> AsyncIterator[Any]:
         except (sqlite3.Error, OSError) as exc:
             if writer is not None:
                 writer.close()
+            if isinstance(exc, (sqlite3.OperationalError, OSError)):
+                # Cannot open, read or write it (a full disk, permissions): not its content.
+                raise ValueError(
+                    f"--checkpoint {path}: cannot open the SQLite checkpoint file "
+                    f"({_first_line(exc)}); pass --checkpoint none to run without checkpoints"
+                ) from None
             raise ValueError(
                 f"--checkpoint {path}: not a usable SQLite checkpoint file ({_first_line(exc)}); "
                 "move it away to start its checkpoints afresh, or pass --checkpoint none"

@@ -70,6 +70,8 @@ async def run_jobs(
     runner = graph if checkpointer is None else with_checkpointer(graph, checkpointer)
     saver = None if checkpointer is None else runner.checkpointer
 
+    stopping = asyncio.Event()  # set by the failure that stops the fan-out
+
     async def one(job: Job) -> None:
         async with gate:
             try:
@@ -81,15 +83,23 @@ async def run_jobs(
                 if not isinstance(result, PaCoReResult):
                     raise TypeError(f"the graph returned {type(result).__name__}, not a result")
             except StoreError:
+                stopping.set()
                 raise
             except Exception as exc:
-                await on_done(job, None, exc)
-                if saver is not None:
-                    await saver.adelete_thread(job.thread_id)
+                if stopping.is_set():
+                    raise  # a consequence of the stop, not this run's failure: no line
+                await _finish(job, None, exc)
             else:
-                await on_done(job, result, None)
-                if saver is not None:
-                    await saver.adelete_thread(job.thread_id)
+                await _finish(job, result, None)
+
+    async def _finish(job: Job, result: PaCoReResult | None, exc: BaseException | None) -> None:
+        try:
+            await on_done(job, result, exc)
+            if saver is not None:
+                await saver.adelete_thread(job.thread_id)
+        except BaseException:
+            stopping.set()
+            raise
 
     try:
         async with asyncio.TaskGroup() as group:

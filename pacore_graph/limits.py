@@ -75,7 +75,10 @@ class SequenceLimiter:
                     state.available += units
                     self._wake(state)
                 else:
-                    state.waiters.remove(entry)
+                    # Another waiter's clean-up may already have dropped this
+                    # cancelled entry (``_wake`` skips done futures).
+                    if entry in state.waiters:
+                        state.waiters.remove(entry)
                     self._wake(state)
                 raise
         try:

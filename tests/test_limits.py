@@ -133,3 +133,34 @@ def test_each_event_loop_has_its_own_count() -> None:
 
     assert asyncio.run(outer()) == (3, 2)
     assert asyncio.run(fill_and_report()) == 3
+
+
+async def test_waiters_cancelled_together_all_end_cancelled() -> None:
+    """A fan-out stopping cancels many waiters at once: each must end CancelledError.
+
+    The first one's clean-up wakes the queue, which drops the second's (already
+    cancelled) entry; the second then found its entry gone and raised ValueError
+    ("... is not in deque"), which the fan-out recorded as a failed problem.
+    """
+    limiter = SequenceLimiter(1)
+    release = asyncio.Event()
+
+    async def holder() -> None:
+        async with limiter.hold(1):
+            await release.wait()
+
+    async def waiter() -> None:
+        async with limiter.hold(1):
+            pass
+
+    held = asyncio.create_task(holder())
+    await asyncio.sleep(0)
+    waiting = [asyncio.create_task(waiter()) for _ in range(3)]
+    await asyncio.sleep(0)
+    for task in waiting:
+        task.cancel()
+    outcomes = await asyncio.gather(*waiting, return_exceptions=True)
+    assert all(isinstance(o, asyncio.CancelledError) for o in outcomes), outcomes
+    release.set()
+    await held
+    assert limiter.in_use() == 0

@@ -307,6 +307,8 @@ def test_full_disk_under_the_sqlite_checkpoints_is_one_line_naming_them(
     assert len(lines) == 1, done.stderr[-3000:]  # no "Task exception was never retrieved"
     assert lines[0].startswith(f"pacore: run failed: checkpoint store {store} failed (")
     assert "full" in lines[0] and "--checkpoint none" in lines[0]
+    # Runs cancelled by the stop are not recorded as failed problems.
+    assert all(not line.get("error") for line in written_lines(out))
     filler.unlink()
     rerun = run(argv, tmp_path)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
