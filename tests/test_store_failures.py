@@ -315,6 +315,22 @@ def test_full_disk_under_the_sqlite_checkpoints_is_one_line_naming_them(
     assert_complete(out)
 
 
+def test_full_disk_before_the_run_is_refused_before_any_call(
+    server: ScriptedServer, tmp_path: Path, small_disk: Path
+) -> None:
+    """The default store beside an output on a full disk: cannot be opened, so nothing runs."""
+    data, out = write_dataset(tmp_path / "data.jsonl"), small_disk / "results.jsonl"
+    fill(small_disk, 0)
+    done = run(command(server, data, out), tmp_path)
+    lines = error_lines(done.stderr)
+    assert done.returncode == 2, done.stderr[-3000:]
+    store = small_disk / ("results.jsonl" + RUN_CHECKPOINT_SUFFIX)
+    assert len(lines) == 1 and lines[0].startswith(
+        f"pacore: error: --checkpoint {store}: cannot open the SQLite checkpoint file ("
+    ), done.stderr[-3000:]
+    assert server.request_count == 0
+
+
 def test_a_line_that_cannot_be_written_names_the_file() -> None:
     """The kernel's own "disk full" (``/dev/full``), without mounting anything."""
     target = Path("/dev/full")
