@@ -90,6 +90,10 @@ _POSTGRES_POOL = 8
 #: libpq's ``connect_timeout`` (seconds) for each PostgreSQL connection attempt.
 _CONNECT_TIMEOUT_S = 10
 
+#: How long one operation waits for a pooled connection, and the pool keeps
+#: reconnecting one lost connection, before the guard asks again.
+_POOL_WAIT_S = 5.0
+
 _TYPES: tuple[type, ...] = (
     Trajectory,
     ToolCallRecord,
@@ -339,8 +343,13 @@ async def _postgres(saver_cls: Any, url: str, retry_s: float) -> AsyncIterator[A
         min_size=1,
         max_size=_POSTGRES_POOL,
         open=False,
-        timeout=max(retry_s, 1.0),
-        reconnect_timeout=max(retry_s, 1.0),
+        # Short waits, retried by the guard: each retry asks the pool again, and
+        # an empty pool then opens a fresh connection at once. The pool's own
+        # reconnection backs off 1, 2, 4 ... 32 s, so with a long
+        # reconnect_timeout a server back after 40 s was not tried again
+        # until 63 s (measured: the run failed at its 60 s deadline).
+        timeout=_POOL_WAIT_S,
+        reconnect_timeout=_POOL_WAIT_S,
         kwargs={
             "autocommit": True,
             "prepare_threshold": 0,

@@ -104,17 +104,24 @@ class StoreGuard:
         self.fatal = fatal
         self.attempt_timeout = attempt_timeout
         self.outage_since: float | None = None
+        self.last_cause: str | None = None
+        """The latest failure that said why (an attempt that timed out does not)."""
         self.retries = 0
         """Attempts that failed and were retried (over the store's lifetime)."""
 
     def failed(self, exc: BaseException) -> StoreError:
         """The one-line error for a failure that ends the run."""
+        cause = _reason(exc)
         if isinstance(exc, (TimeoutError, *self.transient)):
             what = f"unreachable for {self.retry_s:g} s" if self.retry_s else "unreachable"
+            if isinstance(exc, TimeoutError):
+                cause = (
+                    f"no answer; last error: {self.last_cause}" if self.last_cause else "no answer"
+                )
         else:
             what = "failed"
         return StoreError(
-            f"checkpoint store {self.store} {what} ({_reason(exc)}); the run stopped: "
+            f"checkpoint store {self.store} {what} ({cause}); the run stopped: "
             "run the same command again to resume, or pass --checkpoint none to run "
             "without checkpoints"
         )
@@ -135,6 +142,8 @@ class StoreGuard:
                     result = await operation()
             except retried as exc:
                 error: BaseException = exc
+                if not isinstance(exc, TimeoutError):
+                    self.last_cause = _reason(exc)
             except self.fatal as exc:
                 raise self.failed(exc) from None
             else:
