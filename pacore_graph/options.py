@@ -50,8 +50,8 @@ ENV_PREFIX = "PACORE_"
 #: The embedded model is a 135M model on a CPU: without a cap it may ramble to
 #: the end of its context, so runs on it default to this many tokens per call.
 EMBEDDED_MAX_TOKENS = 256
-#: llama.cpp decodes one request at a time; more in flight only queue there.
-EMBEDDED_MAX_CONCURRENCY = 4
+#: The embedded server decodes up to 16 sequences together; more in flight only queue there.
+EMBEDDED_MAX_CONCURRENCY = 16
 
 
 def env_name(name: str) -> str:

@@ -115,7 +115,7 @@ def test_unrelated_pacore_variables_are_ignored() -> None:
 
 def test_embedded_defaults_apply_only_where_nothing_was_given() -> None:
     assert load_settings({}, env={}).to_config(embedded=True).sampling.max_tokens == 256
-    assert load_settings({}, env={}).to_config(embedded=True).max_concurrency == 4
+    assert load_settings({}, env={}).to_config(embedded=True).max_concurrency == 16
     given = load_settings({}, env={"PACORE_MAX_TOKENS": "9"}).to_config(embedded=True)
     assert given.sampling.max_tokens == 9
     assert load_settings({}, env={}).to_config().sampling.max_tokens is None
