@@ -19,6 +19,10 @@ Input records use the public PaCoRe pipeline's format: ``{"id", "messages",
 - With a checkpointer (the CLI's default: SQLite beside the output), a run
   killed half-way resumes each unfinished problem where it stopped
   (:mod:`pacore_graph.fanout`).
+- A failure that is the run's, not a problem's -- the checkpoint store gone
+  (:class:`~pacore_graph.store_guard.StoreError`), a line that cannot be
+  written (``OSError`` naming the file, e.g. a full disk) -- stops every
+  problem and is raised; the lines written so far stay, and a re-run resumes.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from pacore_graph.answers import problem_text
+from pacore_graph.atomic import write_text_atomic
 from pacore_graph.checkpoint import DEFAULT_DURABILITY, Durability
 from pacore_graph.client import ChatClient
 from pacore_graph.compaction import Compactor
@@ -235,7 +236,7 @@ async def run_eval(
                 bar.close()
             ran += len(todo)
             timings[spec.text] = round(time.perf_counter() - started, 3)
-            timings_path.write_text(json.dumps(timings, indent=1))
+            write_text_atomic(timings_path, json.dumps(timings, indent=1))  # errors name it
 
     compact_results(results_path)  # one line per (method, problem, sample), latest winning
     wanted = {m.text for m in methods}
