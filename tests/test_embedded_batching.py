@@ -122,9 +122,7 @@ def test_eight_concurrent_requests_all_finish_decoded_together(server: EmbeddedS
     before = _wait_idle(server)
 
     async def main() -> list[Any]:
-        client = openai.AsyncOpenAI(
-            base_url=server.base_url, api_key=server.api_key, max_retries=0
-        )
+        client = openai.AsyncOpenAI(base_url=server.base_url, api_key=server.api_key, max_retries=0)
         try:
             return await asyncio.gather(
                 *(

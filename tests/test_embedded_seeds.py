@@ -1,4 +1,4 @@
-"""A seeded run on the embedded model: K distinct, reproducible trajectories from one ``n=K`` request.
+"""A seeded run on the embedded model: K distinct, reproducible trajectories, one ``n=K`` request.
 
 Issue 9: with ``--seed``, the samples of a round all carried the same seed, so
 all four round-0 trajectories were identical. Each sample now has its own
