@@ -30,8 +30,12 @@ class OutputLockedError(Exception):
 
 
 def lock_path(output: Path) -> Path:
-    """Where the lock of the results file ``output`` lives."""
-    return output.with_name(output.name + LOCK_SUFFIX)
+    """Where the lock of the results file ``output`` lives.
+
+    Beside the file a symlink leads to, so two names of one file share one lock.
+    """
+    real = output.resolve()
+    return real.with_name(real.name + LOCK_SUFFIX)
 
 
 def _holder(path: Path) -> str:

@@ -57,6 +57,15 @@ def test_the_lock_is_exclusive_and_removed_on_release(tmp_path: Path) -> None:
         pass
 
 
+def test_two_names_of_one_output_share_its_lock(tmp_path: Path) -> None:
+    out = tmp_path / "results.jsonl"
+    out.touch()
+    alias = tmp_path / "alias.jsonl"
+    alias.symlink_to(out)
+    with hold_output_lock(out), pytest.raises(OutputLockedError), hold_output_lock(alias):
+        pass
+
+
 def test_a_second_run_on_a_held_output_is_refused_and_sigkill_frees_it(
     server: ScriptedServer, tmp_path: Path
 ) -> None:
