@@ -367,6 +367,7 @@ async def _postgres(saver_cls: Any, url: str, retry_s: float) -> AsyncIterator[A
             transient=(psycopg.OperationalError, OSError),
             fatal=(psycopg.Error,),
             attempt_timeout=True,
+            probe=lambda: _connect_error(url),
         )
         await saver.setup()
     except (psycopg.Error, TimeoutError, OSError) as exc:
@@ -379,6 +380,18 @@ async def _postgres(saver_cls: Any, url: str, retry_s: float) -> AsyncIterator[A
         yield saver
     finally:
         await pool.close()
+
+
+async def _connect_error(url: str) -> str | None:
+    """Why a fresh connection to ``url`` fails (first line), or None when it works."""
+    import psycopg
+
+    try:
+        conn = await psycopg.AsyncConnection.connect(url, connect_timeout=_CONNECT_TIMEOUT_S)
+    except (psycopg.Error, OSError) as exc:
+        return _first_line(exc)
+    await conn.close()
+    return None
 
 
 def _group_commit_saver(base: type) -> type:

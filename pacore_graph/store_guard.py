@@ -43,6 +43,9 @@ __all__ = [
 #: short enough that a store gone for good ends the run well inside a few minutes.
 DEFAULT_STORE_RETRY_S = 60.0
 
+#: How long the probe that names an outage's cause may take.
+_PROBE_TIMEOUT_S = 15.0
+
 #: The longest pause between two attempts during an outage.
 _MAX_BACKOFF_S = 2.0
 
@@ -97,29 +100,36 @@ class StoreGuard:
         transient: tuple[type[BaseException], ...] = (),
         fatal: tuple[type[BaseException], ...] = (),
         attempt_timeout: bool = False,
+        probe: Callable[[], Awaitable[str | None]] | None = None,
     ) -> None:
         self.store = redact_store(store)
         self.retry_s = max(0.0, retry_s)
         self.transient = transient
         self.fatal = fatal
         self.attempt_timeout = attempt_timeout
+        self.probe = probe
+        """Asked once, when an outage ends the run, why the store cannot be reached
+        (a pool only says it had no connection to give; a fresh connection says why)."""
         self.outage_since: float | None = None
         self.last_cause: str | None = None
         """The latest failure that said why (an attempt that timed out does not)."""
         self.retries = 0
         """Attempts that failed and were retried (over the store's lifetime)."""
 
-    def failed(self, exc: BaseException) -> StoreError:
-        """The one-line error for a failure that ends the run."""
-        cause = _reason(exc)
+    def failed(self, exc: BaseException, probed: str | None = None) -> StoreError:
+        """The one-line error for a failure that ends the run.
+
+        For an outage the cause is, by preference, what a fresh connection
+        said (``probed``), else the last failure that said anything, else the
+        failure at hand ("no answer" for an attempt that timed out).
+        """
         if isinstance(exc, (TimeoutError, *self.transient)):
             what = f"unreachable for {self.retry_s:g} s" if self.retry_s else "unreachable"
-            if isinstance(exc, TimeoutError):
-                cause = (
-                    f"no answer; last error: {self.last_cause}" if self.last_cause else "no answer"
-                )
+            fallback = "no answer" if isinstance(exc, TimeoutError) else _reason(exc)
+            cause = probed or self.last_cause or fallback
         else:
             what = "failed"
+            cause = _reason(exc)
         return StoreError(
             f"checkpoint store {self.store} {what} ({cause}); the run stopped: "
             "run the same command again to resume, or pass --checkpoint none to run "
@@ -130,6 +140,15 @@ class StoreGuard:
         if self.outage_since is None:
             return self.retry_s
         return self.retry_s - (time.monotonic() - self.outage_since)
+
+    async def _probe(self) -> str | None:
+        if self.probe is None:
+            return None
+        try:
+            async with asyncio.timeout(_PROBE_TIMEOUT_S):
+                return await self.probe()
+        except Exception:
+            return None
 
     async def call(self, operation: Callable[[], Awaitable[_T]]) -> _T:
         """``await operation()`` under this policy."""
@@ -152,7 +171,7 @@ class StoreGuard:
             if self.outage_since is None:
                 self.outage_since = time.monotonic()
             if self._remaining() <= 0:
-                raise self.failed(error) from None
+                raise self.failed(error, await self._probe()) from None
             self.retries += 1
             await asyncio.sleep(min(pause, max(self._remaining(), 0.0)))
             pause = min(pause * 2, _MAX_BACKOFF_S)

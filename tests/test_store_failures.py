@@ -145,6 +145,7 @@ def test_postgres_gone_for_good_stops_the_run_with_one_line_then_resumes(
         assert proc.returncode == 1, err[-3000:]
         assert len(lines) == 1, err[-3000:]
         assert lines[0].startswith(f"pacore: run failed: checkpoint store {pg.url} unreachable")
+        assert "Connection refused" in lines[0]  # why, from a fresh connection
         assert "--checkpoint none" in lines[0]
         # No problem is recorded as failed for the store's fault.
         assert all(not line.get("error") for line in written_lines(out))
