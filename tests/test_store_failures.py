@@ -84,9 +84,18 @@ def command(srv: ScriptedServer, data: Path, out: Path, *extra: str) -> list[str
 ENV = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
 
 
-def spawn(argv: list[str], cwd: Path) -> subprocess.Popen[str]:
+def spawn(argv: list[str], cwd: Path, *, ignore_sigint: bool = False) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        argv, env=ENV, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        argv,
+        env=ENV,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        # As a non-interactive shell starts a job with ``&``: SIGINT ignored.
+        preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+        if ignore_sigint
+        else None,
     )
 
 
@@ -348,12 +357,13 @@ def test_a_line_that_cannot_be_written_names_the_file() -> None:
 # --------------------------------------------------------------------------- SIGTERM
 
 
+@pytest.mark.parametrize("ignore_sigint", [False, True], ids=["plain", "sigint-ignored"])
 def test_sigterm_stops_like_ctrl_c_and_the_rerun_resumes(
-    server: ScriptedServer, tmp_path: Path
+    server: ScriptedServer, tmp_path: Path, ignore_sigint: bool
 ) -> None:
     data, out = write_dataset(tmp_path / "data.jsonl"), tmp_path / "results.jsonl"
     argv = command(server, data, out)
-    proc = spawn(argv, tmp_path)
+    proc = spawn(argv, tmp_path, ignore_sigint=ignore_sigint)
     wait_for_samples(server, 30, proc)
     time.sleep(LATENCY / 2)  # between responses, as test_durable_runs kills
     at_signal = samples_returned(server)

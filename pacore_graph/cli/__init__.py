@@ -60,9 +60,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(words)
     import asyncio  # not before: ``pacore --help`` need not pay for it
 
-    from pacore_graph.cli.signals import TerminateAsInterrupt
+    from pacore_graph.cli.signals import Terminated, Termination
 
-    terminate = TerminateAsInterrupt()  # SIGTERM stops run/eval as Ctrl-C does
+    terminate = Termination()  # SIGTERM stops run/eval as Ctrl-C does
     try:
         _resolve_settings(args)
         if args.command in ("run", "eval"):
@@ -73,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             else:
                 from pacore_graph.cli.eval import _eval as command
             with fan_out_gc(), terminate:  # thousands of explorer tasks: collect less often
-                return asyncio.run(command(args))
+                return asyncio.run(terminate.run(command(args)))
         if args.command == "data":
             from pacore_graph.cli.data import _data
 
@@ -109,7 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = f"{exc.filename}: {exc.strerror}" if exc.filename and exc.strerror else exc
         print(f"pacore: error: {where}", file=sys.stderr)
         return EXIT_FAILED
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Terminated):
         if terminate.received:
             print("pacore: terminated (SIGTERM); run the same command to resume", file=sys.stderr)
             return 143
