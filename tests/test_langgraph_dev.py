@@ -140,3 +140,43 @@ def test_served_graph_takes_rounds_per_request_and_publishes_schemas(
     state = _call(f"{base}/threads/{thread['thread_id']}/state")
     assert state["values"]["answer"] == out["answer"]
     assert "unregistered type" not in log.read_text()
+
+
+def test_a_request_cannot_import_code_on_the_served_graph(
+    dev_server: tuple[str, Path], upstream: ScriptedServer
+) -> None:
+    """``module:attr`` as a run's compactor killed, froze or wrote into this server once."""
+    base, log = dev_server
+    for spec in ("os:abort", "sys:exit", "signal:pause", "this:x", "faulthandler:dump_traceback"):
+        thread = _call(f"{base}/threads", {})
+        try:
+            out = _call(
+                f"{base}/threads/{thread['thread_id']}/runs/wait",
+                {
+                    "assistant_id": "pacore",
+                    "input": {"messages": [{"role": "user", "content": "What is 2 + 2?"}]},
+                    "config": {"configurable": {"compactor": spec}},
+                },
+                timeout=60,
+            )
+            text = json.dumps(out)
+        except urllib.error.HTTPError as exc:
+            text = exc.read().decode(errors="replace")
+        assert "configurable.compactor" in text and "not offered" in text, text[-2000:]
+        assert _call(f"{base}/ok", timeout=10)  # alive, its event loop not frozen
+    assert upstream.requests == []
+    written = log.read_text()
+    assert "Beautiful is better than ugly" not in written  # `this` was never imported
+    assert "Current thread" not in written and "Thread 0x" not in written  # no dump
+    # The server still runs ordinary requests.
+    thread = _call(f"{base}/threads", {})
+    out = _call(
+        f"{base}/threads/{thread['thread_id']}/runs/wait",
+        {
+            "assistant_id": "pacore",
+            "input": {"messages": [{"role": "user", "content": "What is 2 + 2?"}]},
+            "config": {"configurable": {"rounds": [2], "compactor": "answer"}},
+        },
+        timeout=120,
+    )
+    assert out["answer"]

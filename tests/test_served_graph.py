@@ -88,3 +88,30 @@ async def test_served_graph_spreads_over_comma_separated_replicas() -> None:
         assert [len(r) for r in out["result"].rounds] == [6, 1]
         assert a.requests and b.requests
         assert len(a.requests) + len(b.requests) == 6 + 1
+
+
+@pytest.mark.usefixtures("closing_clients")
+async def test_the_operator_caps_what_a_request_may_ask_for() -> None:
+    from pacore_graph.settings import SettingsError
+
+    async with ScriptedServer(model="m") as srv:
+        graph = served.make_graph(
+            {
+                "PACORE_BASE_URL": srv.base_url,
+                "PACORE_MODEL": "m",
+                "PACORE_MAX_ROUNDS": "2",
+                "PACORE_MAX_TOKENS_CAP": "64",
+            }
+        )
+        question = {"messages": [{"role": "user", "content": "Q?"}]}
+        with pytest.raises(SettingsError, match=r"configurable\.rounds: 3 rounds"):
+            await graph.ainvoke(question, {"configurable": {"rounds": [1, 1, 1]}})
+        with pytest.raises(SettingsError, match=r"configurable\.max_tokens: .*cap of 64"):
+            await graph.ainvoke(question, {"configurable": {"max_tokens": 65}})
+        with pytest.raises(SettingsError, match=r"configurable\.compactor"):
+            await graph.ainvoke(question, {"configurable": {"compactor": "os:abort"}})
+        assert srv.requests == []
+        out = await graph.ainvoke(question, {"configurable": {"rounds": [2, 1], "max_tokens": 64}})
+        assert [len(r) for r in out["result"].rounds] == [2, 1, 1]
+    with pytest.raises(ValidationError, match="4097 model calls"):
+        served.config_from_env({"PACORE_ROUNDS": "1024,1024,1024,1024"})
