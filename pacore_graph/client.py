@@ -118,7 +118,9 @@ def transport_errors(url: str, timeout: float, doing: str) -> Iterator[None]:
         yield
     except TimeoutError:
         raise ModelCallError(
-            f"timed out after {timeout:g}s {doing} {url}", retryable=True, kind="timeout"
+            f"timed out after {round(timeout, 2):g}s {doing} {url}",
+            retryable=True,
+            kind="timeout",
         ) from None
     except aiohttp.ClientError as exc:
         detail = " ".join(str(exc).split())[:200]
@@ -511,6 +513,7 @@ class OpenAICompatClient(PerSampleClient):
         usage: Mapping[str, Any] = {}
         payload_bytes = _encode(body)
         cap = reply_cap(body, request_bytes=len(payload_bytes), streamed=True)
+        line_cap = reply_cap(body, request_bytes=len(payload_bytes))  # a whole answer
         with transport_errors(self._url, timeout, "streaming from"):
             async with self._session().post(
                 self._url, data=payload_bytes, timeout=aiohttp.ClientTimeout(total=timeout)
@@ -518,7 +521,7 @@ class OpenAICompatClient(PerSampleClient):
                 if resp.status != 200:
                     raw = await read_error_head(resp)
                     raise http_error(self._url, resp.status, raw, resp.headers.get("Retry-After"))
-                async for line in sse_lines(resp, cap, self._url):
+                async for line in sse_lines(resp, cap, self._url, line_cap=line_cap):
                     if not line.startswith(b"data:"):
                         continue
                     payload = line[5:].strip()
@@ -705,6 +708,7 @@ class OpenAICompatClient(PerSampleClient):
         body["stream_options"] = self._stream_options()
         payload = _encode(body)
         cap = reply_cap(body, request_bytes=len(payload), streamed=True)
+        line_cap = reply_cap(body, request_bytes=len(payload))  # one event: a whole answer
         with transport_errors(self._url, timeout, "streaming from"):
             async with self._session().post(
                 self._url, data=payload, timeout=aiohttp.ClientTimeout(total=timeout)
@@ -720,7 +724,7 @@ class OpenAICompatClient(PerSampleClient):
                     raise http_error(self._url, resp.status, raw, resp.headers.get("Retry-After"))
                 complete = False
                 try:
-                    async for line in sse_lines(resp, cap, self._url):
+                    async for line in sse_lines(resp, cap, self._url, line_cap=line_cap):
                         if not line.startswith(b"data:"):
                             continue
                         latency = time.perf_counter() - started

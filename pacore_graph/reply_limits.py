@@ -139,15 +139,20 @@ async def read_error_head(resp: aiohttp.ClientResponse, limit: int = ERROR_HEAD_
     return bytes(head)
 
 
-async def sse_lines(resp: aiohttp.ClientResponse, cap: int, url: str) -> AsyncIterator[bytes]:
-    """The lines of an event stream, stripped; :func:`too_large` once the stream passes ``cap``.
+async def sse_lines(
+    resp: aiohttp.ClientResponse, cap: int, url: str, *, line_cap: int | None = None
+) -> AsyncIterator[bytes]:
+    """The lines of an event stream, stripped; :func:`too_large` past ``cap`` or ``line_cap``.
 
-    Counting the whole stream bounds each line too, so one endless line
-    (no newline ever) fails at the cap instead of growing in memory.
-    aiohttp's own line reader is not used: it raises a bare ``ValueError``
-    at 128 KiB, which cuts a legitimate event carrying a long prompt's
-    token ids.
+    ``cap`` bounds the whole stream, ``line_cap`` (default: ``cap``) one
+    line: one event can carry at most a whole answer (a server that sends
+    the answer as one delta), so the JSON answer's cap is the right bound,
+    and an endless line (no newline ever) fails there instead of growing in
+    memory. aiohttp's own line reader is not used: it raises a bare
+    ``ValueError`` at 128 KiB, which cuts a legitimate event carrying a
+    long prompt's token ids.
     """
+    line_cap = cap if line_cap is None else min(cap, line_cap)
     buffer = bytearray()
     size = 0
     async for chunk in resp.content.iter_any():
@@ -159,10 +164,16 @@ async def sse_lines(resp: aiohttp.ClientResponse, cap: int, url: str) -> AsyncIt
         buffer += chunk
         start = 0
         while (end := buffer.find(b"\n", start)) >= 0:
+            if end - start > line_cap:
+                break
             line = bytes(buffer[start:end]).strip()
             start = end + 1
             if line:
                 yield line
         del buffer[:start]
+        if len(buffer) > line_cap:  # one line longer than any answer: dropped unread
+            buffer.clear()
+            resp.close()
+            raise too_large(url, line_cap, what="event")
     # A last line without its newline is dropped, as SSE dispatches only complete
     # events: the stream then ends without [DONE], which the caller reports.

@@ -157,6 +157,17 @@ async def test_a_huge_event_stream_fails_as_response_too_large(attack: str) -> N
     assert server.completed.get(attack, 0) == 0
 
 
+async def test_one_event_longer_than_a_whole_answer_fails_before_the_stream_cap() -> None:
+    """3 MiB in one line: under the stream's cap (5.4 MiB), over one answer's (1.5 MiB)."""
+    params = SamplingParams(max_tokens=2000, timeout=30)
+    async with hostile(size=3 << 20) as (server, client):
+        got = [o async for o in client.stream_each(ask("sse_huge_line"), n=2, params=params)]
+    failures = errors([o for _, o in got])
+    assert {e.kind for e in failures} == {"response_too_large"}
+    assert "the event from" in str(failures[0])
+    assert server.attacks_sent["sse_huge_line"] == 1
+
+
 async def test_the_single_sample_stream_is_capped_too() -> None:
     async def ignore(kind: str, text: str) -> None:
         return None
