@@ -12,6 +12,8 @@ Exit codes (the same for every command, stated in ``pacore --help``):
 - 2: bad arguments or unusable input (nothing was run);
 - 3: done, but some input lines were skipped (each reported on stderr with
   its line number); 1 wins when problems also failed.
+- 130 / 143: ``run`` or ``eval`` stopped by Ctrl-C / SIGTERM (cancelled
+  cleanly: the same command resumes).
 
 Every error is one line on stderr (``pacore: error: ...``), never a traceback.
 

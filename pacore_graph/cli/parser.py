@@ -26,7 +26,8 @@ __all__ = ["COMMANDS", "build_parser", "command_in"]
 _EPILOG = (
     "exit status: 0 done; 1 a run (or a dataset problem) failed; 2 bad arguments or "
     "unusable input, nothing run; 3 done, but some input lines were skipped "
-    "(each reported on stderr with its line number)."
+    "(each reported on stderr with its line number); 130/143 stopped by Ctrl-C/SIGTERM "
+    "(the same command resumes)."
 )
 
 
