@@ -48,7 +48,11 @@ class SamplingParams(_Frozen):
     max_tokens: int | None = Field(None, ge=1)
     timeout: float = Field(600.0, gt=0.0, description="Seconds per HTTP request.")
     seed: int | None = Field(
-        None, description="Base seed; explorer i of round r is sent seed + 1000*r + i."
+        None,
+        ge=-(2**63),
+        le=2**63 - 1,
+        description="Base seed; explorer i of round r is sent seed + 1000*r + i. A 64-bit "
+        "integer, what OpenAI-compatible servers take.",
     )
     logprobs: bool = Field(False, description="Ask the server for token log-probabilities.")
     extra_body: dict[str, Any] = Field(

@@ -65,7 +65,7 @@ class RunSettings(BaseModel):
     temperature: float | None = Field(None, ge=0.0, le=2.0)
     top_p: float | None = Field(None, gt=0.0, le=1.0)
     max_tokens: int | None = Field(None, ge=1)
-    seed: int | None = None
+    seed: int | None = Field(None, ge=-(2**63), le=2**63 - 1)
 
     @model_validator(mode="after")
     def _one_shape(self) -> RunSettings:

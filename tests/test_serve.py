@@ -365,7 +365,7 @@ def test_unknown_route_is_an_openai_404(served: RunningServe) -> None:
 
 
 def test_upstream_failure_is_a_502_not_a_traceback() -> None:
-    with ScriptedServer(fail_when=lambda r: 400).run_in_thread() as bad:  # noqa: SIM117
+    with ScriptedServer(fail_when=lambda r: 400).run_in_thread() as bad:
         upstream_host = bad.base_url.split("//")[1].split("/")[0]
         with running_serve(settings(bad)) as srv:
             resp = raw_post(

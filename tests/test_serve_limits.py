@@ -65,6 +65,7 @@ def refused(resp: httpx.Response, param: str) -> str:
         ({"rounds": ",".join(["1"] * 17)}, "rounds", "17 rounds"),
         ({"max_tokens": 10**9}, "max_tokens", "cap of 131072"),
         ({"max_completion_tokens": 131_073}, "max_completion_tokens", "cap of 131072"),
+        ({"seed": 10**30}, "seed", "less than or equal to 9223372036854775807"),
     ],
 )
 def test_a_request_over_a_cap_is_a_400_naming_the_field(

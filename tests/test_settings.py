@@ -84,6 +84,7 @@ async def test_compactor_per_run() -> None:
         ({"temperature": 7}, "configurable.temperature"),
         ({"top_p": 0}, "configurable.top_p"),
         ({"max_tokens": 0}, "configurable.max_tokens"),
+        ({"seed": 10**30}, "configurable.seed"),
         ({"preset": "extreme"}, "configurable.preset"),
         ({"compactor": "nope"}, "configurable.compactor"),
         ({"preset": "low", "rounds": [2]}, "preset or rounds"),
