@@ -33,6 +33,7 @@ from pacore_graph.reply_checks import (
     token_count,
     usage_of,
 )
+from pacore_graph.reply_limits import LOGPROB_BYTES_PER_ENTRY, too_large
 from pacore_graph.sampling import SampleOutcome
 
 __all__ = ["ChoiceStream", "stream_error"]
@@ -58,9 +59,12 @@ class _Choice:
 class ChoiceStream:
     """Collects the chunks of one streamed request; reports each choice when it ends."""
 
-    def __init__(self, n: int, *, model: str | None = None) -> None:
+    def __init__(self, n: int, *, model: str | None = None, keep_cap: int | None = None) -> None:
         self.n = n
         self.model = model
+        self.keep_cap = keep_cap
+        """Most bytes of text and log-probs kept for unfinished choices (see :meth:`feed`)."""
+        self.kept = 0
         self.prompt_tokens = 0
         self.finished: set[int] = set()
         self.seen: set[int] = set()
@@ -102,7 +106,11 @@ class ChoiceStream:
                 continue
             self.seen.add(index)
             choice = self._choices.setdefault(index, _Choice())
-            _take_delta(choice, raw, f"choice {index}")
+            self.kept += _take_delta(choice, raw, f"choice {index}")
+            if self.keep_cap is not None and self.kept > self.keep_cap:
+                # Many small events add up to more than a whole answer could hold.
+                self._choices.clear()
+                raise too_large("the server", self.keep_cap, what="streamed answer")
             # Continuous usage is per choice only when the chunk carries one choice.
             if len(choices) == 1 and usage.get("completion_tokens") is not None:
                 choice.usage_tokens = token_count(usage, "completion_tokens")
@@ -149,7 +157,13 @@ class ChoiceStream:
         )
 
 
-def _take_delta(choice: _Choice, raw: Mapping[str, Any], where: str) -> None:
+#: What one kept piece costs besides its text (a str object and its list slot).
+_PIECE_BYTES = 64
+
+
+def _take_delta(choice: _Choice, raw: Mapping[str, Any], where: str) -> int:
+    """Add one chunk's delta to ``choice``; the bytes it keeps (text, pieces, log-probs)."""
+    kept = 0
     delta = object_field(raw, "delta", where)
     think = text_field(delta, "reasoning", f"{where}.delta") or text_field(
         delta, "reasoning_content", f"{where}.delta"
@@ -157,10 +171,12 @@ def _take_delta(choice: _Choice, raw: Mapping[str, Any], where: str) -> None:
     if think:
         choice.reasoning.append(think)
         choice.text_deltas += 1
+        kept += len(think) + _PIECE_BYTES
     content = text_field(delta, "content", f"{where}.delta")
     if content:
         choice.content.append(content)
         choice.text_deltas += 1
+        kept += len(content) + _PIECE_BYTES
     if optional_list(delta, "tool_calls", f"{where}.delta"):
         choice.tool_calls = True
     logprobs = object_field(raw, "logprobs", where)
@@ -169,11 +185,14 @@ def _take_delta(choice: _Choice, raw: Mapping[str, Any], where: str) -> None:
         if choice.logprobs is None:
             choice.logprobs = []
         choice.logprobs.extend(entries)
+        kept += LOGPROB_BYTES_PER_ENTRY * len(entries)
     token_ids = optional_list(raw, "token_ids", where)
     if token_ids is not None:
         if choice.token_ids is None:
             choice.token_ids = []
         choice.token_ids.extend(token_ids)
+        kept += 8 * len(token_ids)
+    return kept
 
 
 def stream_error(event: Mapping[str, Any]) -> ModelCallError:

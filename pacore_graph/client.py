@@ -59,7 +59,13 @@ from pacore_graph.reply_checks import (
     token_count,
     usage_of,
 )
-from pacore_graph.reply_limits import read_capped, read_error_head, reply_cap, sse_lines
+from pacore_graph.reply_limits import (
+    read_capped,
+    read_error_head,
+    reply_cap,
+    sse_lines,
+    too_large,
+)
 from pacore_graph.sampling import (
     NSampler,
     PerSampleClient,
@@ -514,6 +520,7 @@ class OpenAICompatClient(PerSampleClient):
         payload_bytes = _encode(body)
         cap = reply_cap(body, request_bytes=len(payload_bytes), streamed=True)
         line_cap = reply_cap(body, request_bytes=len(payload_bytes))  # a whole answer
+        kept = 0
         with transport_errors(self._url, timeout, "streaming from"):
             async with self._session().post(
                 self._url, data=payload_bytes, timeout=aiohttp.ClientTimeout(total=timeout)
@@ -547,11 +554,16 @@ class OpenAICompatClient(PerSampleClient):
                         think = text_field(delta, "reasoning", f"{where}.delta") or text_field(
                             delta, "reasoning_content", f"{where}.delta"
                         )
+                        text = text_field(delta, "content", f"{where}.delta")
+                        kept += (len(think) + 64 if think else 0) + (len(text) + 64 if text else 0)
+                        if kept > line_cap:  # many small events, more than one answer holds
+                            content.clear()
+                            reasoning.clear()
+                            raise too_large(self._url, line_cap, what="streamed answer")
                         if think:
                             reasoning.append(think)
                             sent[0] = True
                             await on_delta("reasoning", think)
-                        text = text_field(delta, "content", f"{where}.delta")
                         if text:
                             content.append(text)
                             sent[0] = True
@@ -634,7 +646,7 @@ class OpenAICompatClient(PerSampleClient):
         probing = False  # asking again without continuous usage after a 400
         while True:
             attempt += 1
-            stream = ChoiceStream(n, model=self.model)
+            stream = ChoiceStream(n, model=self.model, keep_cap=self._keep_cap(body))
             reported = False
             try:
                 if not deadline.allows():
@@ -687,6 +699,11 @@ class OpenAICompatClient(PerSampleClient):
         )
         for index in missing:
             yield index, cut
+
+    @staticmethod
+    def _keep_cap(body: Mapping[str, Any]) -> int:
+        """What a stream's kept text may add up to: a whole JSON answer's cap."""
+        return reply_cap(body, request_bytes=len(_encode(body)))
 
     def _stream_options(self) -> dict[str, bool]:
         """Usage on the last chunk, and each choice's running count on its chunks (vLLM).

@@ -168,6 +168,27 @@ async def test_one_event_longer_than_a_whole_answer_fails_before_the_stream_cap(
     assert server.attacks_sent["sse_huge_line"] == 1
 
 
+@pytest.mark.parametrize("n", [1, 2])
+async def test_many_small_events_keep_no_more_than_a_whole_answer(n: int) -> None:
+    """Endless 16-character deltas: the kept text stops at one answer's cap (1.5 MiB at
+    2000 tokens), long before the stream's own cap (5.4 MiB) is read."""
+    params = SamplingParams(max_tokens=2000, timeout=30)
+    async with hostile(size=HUGE) as (_server, client):
+        if n == 1:
+
+            async def ignore(kind: str, text: str) -> None:
+                return None
+
+            with pytest.raises(ModelCallError) as caught:
+                await client.stream(ask("sse_endless"), params=params, on_delta=ignore)
+            failures = [caught.value]
+        else:
+            got = [o async for o in client.stream_each(ask("sse_endless"), n=n, params=params)]
+            failures = errors([o for _, o in got])
+    assert {e.kind for e in failures} == {"response_too_large"}
+    assert "streamed answer" in str(failures[0])
+
+
 async def test_the_single_sample_stream_is_capped_too() -> None:
     async def ignore(kind: str, text: str) -> None:
         return None
