@@ -380,3 +380,18 @@ async def test_transport_and_timeout_failures_have_their_kind() -> None:
     async with hostile(drip_interval=0.05, retry=one) as (_server, client):
         (error,) = errors(await client.complete_each(ask("slow_body"), n=1, params=params))
     assert error.kind == "timeout"
+
+
+async def test_a_replica_stream_error_names_its_replica() -> None:
+    async def ignore(kind: str, text: str) -> None:
+        return None
+
+    async with HostileServer(attack="sse_content_not_string") as bad:
+        client = MultiEndpointClient([bad.base_url], "m", retry=FAST)
+        try:
+            with pytest.raises(ModelCallError) as caught:
+                await client.stream(ask("sse_content_not_string"), params=SMALL, on_delta=ignore)
+        finally:
+            await client.aclose()
+    assert caught.value.kind == "malformed" and caught.value.upstream == 0
+    assert caught.value.public_message() == "upstream 0 call failed: malformed reply"
