@@ -1,4 +1,4 @@
-"""Test and benchmark helpers: a scripted and a throughput-bound OpenAI-compatible server.
+"""Test and benchmark helpers: scripted, throughput-bound and hostile OpenAI-compatible servers.
 
 Kept in the package (not under ``tests/``) so benchmarks, examples and users'
 own test suites can run PaCoRe graphs against a fast, deterministic endpoint.
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from pacore_graph.lazy import lazy_getattr
 
 if TYPE_CHECKING:
+    from pacore_graph.testing.hostile_upstream import HostileServer
     from pacore_graph.testing.scripted_server import (
         DISCONNECT_STATUS,
         FailureMode,
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DISCONNECT_STATUS",
     "FailureMode",
+    "HostileServer",
     "LengthModel",
     "LoggedRequest",
     "ReasoningMode",
@@ -51,5 +53,6 @@ _THROUGHPUT = frozenset({"LengthModel", "ThroughputServer"})
 _LOCATIONS = {
     name: "throughput_server" if name in _THROUGHPUT else "scripted_server" for name in __all__
 }
+_LOCATIONS["HostileServer"] = "hostile_upstream"
 
 __getattr__ = lazy_getattr(__name__, _LOCATIONS, globals())
