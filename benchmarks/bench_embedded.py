@@ -76,7 +76,12 @@ def main() -> None:
     parser.add_argument("--ks", default="1,4,8", help="comma-separated K values")
     parser.add_argument("--tokens", type=int, default=200, help="tokens per sample")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=max(1, len(os.sched_getaffinity(0)) - 1),
+        help="llama.cpp threads (default: the embedded server's, one per core but one)",
+    )
     args = parser.parse_args()
     ks = [int(k) for k in args.ks.split(",")]
 
