@@ -66,13 +66,22 @@ def test_two_names_of_one_output_share_its_lock(tmp_path: Path) -> None:
         pass
 
 
+@pytest.fixture
+def stalled() -> Iterator[ScriptedServer]:
+    """An upstream that never answers within a test: a run on it holds its output until killed."""
+    with ScriptedServer(by_input, latency=3600).run_in_thread() as srv:
+        yield srv
+
+
 def test_a_second_run_on_a_held_output_is_refused_and_sigkill_frees_it(
-    server: ScriptedServer, tmp_path: Path
+    server: ScriptedServer, stalled: ScriptedServer, tmp_path: Path
 ) -> None:
     data, out = write_dataset(tmp_path / "data.jsonl"), tmp_path / "results.jsonl"
     argv = run_argv(data, out, "4,2", "--no-progress", base_url=server.base_url, model="scripted")
+    first_argv = [*argv[: argv.index("--base-url")], "--base-url", stalled.base_url]
+    first_argv += ["--model", "scripted", "--no-progress"]
     first = subprocess.Popen(
-        [sys.executable, "-m", "pacore_graph.cli", *argv],
+        [sys.executable, "-m", "pacore_graph.cli", *first_argv],
         env=ENV,
         cwd=tmp_path,
         stdout=subprocess.PIPE,
@@ -81,7 +90,8 @@ def test_a_second_run_on_a_held_output_is_refused_and_sigkill_frees_it(
     )
     try:
         deadline = time.monotonic() + 120  # hang guard
-        while server.request_count == 0:
+        lock = lock_path(out)
+        while not (lock.exists() and lock.read_text().strip() == str(first.pid)):
             assert first.poll() is None and time.monotonic() < deadline, first.communicate()
             time.sleep(0.01)
         with ScriptedServer(by_input).run_in_thread() as other:
