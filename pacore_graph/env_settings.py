@@ -47,6 +47,7 @@ from pacore_graph.request_limits import (
     DEFAULT_MAX_SAMPLES_PER_REQUEST,
     DEFAULT_MAX_TOKENS_CAP,
     LIMIT_CEILING,
+    MAX_ROUNDS_CEILING,
     RequestLimitError,
     RequestLimits,
 )
@@ -103,7 +104,7 @@ class PaCoReSettings(BaseSettings):
     reference_order: Literal["public", "compacted"] | None = None
     retries: int | None = None
     call_deadline: float | None = Field(None, gt=0)
-    max_rounds: int = Field(DEFAULT_MAX_ROUNDS, ge=1, le=1024)
+    max_rounds: int = Field(DEFAULT_MAX_ROUNDS, ge=1, le=MAX_ROUNDS_CEILING)
     max_samples_per_request: int = Field(DEFAULT_MAX_SAMPLES_PER_REQUEST, ge=2, le=LIMIT_CEILING)
     max_tokens_cap: int = Field(DEFAULT_MAX_TOKENS_CAP, ge=1, le=LIMIT_CEILING)
     client: Literal["direct", "langchain"] = "direct"

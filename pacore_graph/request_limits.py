@@ -28,15 +28,15 @@ own terms (a 400 with ``param``, ``configurable.rounds``, ``--rounds``).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Literal
-
-from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "DEFAULT_MAX_ROUNDS",
     "DEFAULT_MAX_SAMPLES_PER_REQUEST",
     "DEFAULT_MAX_TOKENS_CAP",
     "LIMIT_CEILING",
+    "MAX_ROUNDS_CEILING",
     "RequestLimitError",
     "RequestLimits",
 ]
@@ -46,6 +46,8 @@ DEFAULT_MAX_SAMPLES_PER_REQUEST = 4096
 DEFAULT_MAX_TOKENS_CAP = 131_072
 #: The largest value an operator may give any cap: limits exist to be finite.
 LIMIT_CEILING = 100_000_000
+#: The most rounds ``max_rounds`` may allow (the graph's recursion limit follows it).
+MAX_ROUNDS_CEILING = 1024
 
 LimitedField = Literal["rounds", "max_tokens"]
 
@@ -58,14 +60,28 @@ class RequestLimitError(ValueError):
         self.field: LimitedField = field
 
 
-class RequestLimits(BaseModel):
-    """The caps on one request's work (see the module docstring for their meaning)."""
+@dataclass(frozen=True, slots=True)
+class RequestLimits:
+    """The caps on one request's work (see the module docstring for their meaning).
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    A plain dataclass, not a pydantic model: the option table the command
+    line's parser is built from reads its defaults, and ``pacore --help``
+    must not import pydantic.
+    """
 
-    max_rounds: int = Field(DEFAULT_MAX_ROUNDS, ge=1, le=1024)
-    max_samples_per_request: int = Field(DEFAULT_MAX_SAMPLES_PER_REQUEST, ge=2, le=LIMIT_CEILING)
-    max_tokens_cap: int = Field(DEFAULT_MAX_TOKENS_CAP, ge=1, le=LIMIT_CEILING)
+    max_rounds: int = DEFAULT_MAX_ROUNDS
+    max_samples_per_request: int = DEFAULT_MAX_SAMPLES_PER_REQUEST
+    max_tokens_cap: int = DEFAULT_MAX_TOKENS_CAP
+
+    def __post_init__(self) -> None:
+        for name, low, high in (
+            ("max_rounds", 1, MAX_ROUNDS_CEILING),
+            ("max_samples_per_request", 2, LIMIT_CEILING),
+            ("max_tokens_cap", 1, LIMIT_CEILING),
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise ValueError(f"{name} must be an integer in [{low}, {high}], got {value!r}")
 
     def check(self, *, rounds: Sequence[int] | None = None, max_tokens: int | None = None) -> None:
         """Refuse ``rounds`` (configured widths) or ``max_tokens`` over a cap.
