@@ -19,6 +19,7 @@ from typing import Any
 import uvicorn
 
 from pacore_graph.serve import ServeSettings, ServeState, create_app
+from pacore_graph.serve.server import uvicorn_config
 
 
 @dataclass
@@ -38,9 +39,8 @@ def free_port() -> int:
 def running_serve(settings: ServeSettings, **app_kwargs: Any) -> Iterator[RunningServe]:
     app = create_app(settings, **app_kwargs)
     port = free_port()
-    config = uvicorn.Config(
-        app, host="127.0.0.1", port=port, log_level="warning", lifespan="on", access_log=False
-    )
+    # The real server's configuration (connection limits, header deadline).
+    config = uvicorn_config(app, settings, port=port, log_level="warning")
     server = uvicorn.Server(config)
     # uvicorn leaves signals alone off the main thread; should_exit stops it.
     thread = threading.Thread(target=lambda: asyncio.run(server.serve()), daemon=True)

@@ -164,6 +164,26 @@ def test_a_request_cannot_import_code_on_the_served_graph(
             text = exc.read().decode(errors="replace")
         assert "configurable.compactor" in text and "not offered" in text, text[-2000:]
         assert _call(f"{base}/ok", timeout=10)  # alive, its event loop not frozen
+    for configurable, field in (
+        ({"rounds": [1024] * 16}, "configurable.rounds"),
+        ({"max_tokens": 10**9}, "configurable.max_tokens"),
+    ):
+        thread = _call(f"{base}/threads", {})
+        try:
+            text = json.dumps(
+                _call(
+                    f"{base}/threads/{thread['thread_id']}/runs/wait",
+                    {
+                        "assistant_id": "pacore",
+                        "input": {"messages": [{"role": "user", "content": "What is 2 + 2?"}]},
+                        "config": {"configurable": configurable},
+                    },
+                    timeout=60,
+                )
+            )
+        except urllib.error.HTTPError as exc:
+            text = exc.read().decode(errors="replace")
+        assert field in text, text[-2000:]
     assert upstream.requests == []
     written = log.read_text()
     assert "Beautiful is better than ugly" not in written  # `this` was never imported
