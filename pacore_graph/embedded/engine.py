@@ -330,13 +330,13 @@ class BatchEngine:
                     self._lock.wait()
                 if self._closed:
                     return
-                self._drop_cancelled()
-                admitted = self._admit()
-            if not self._running:
-                continue
             try:
-                self._step(admitted)
-            except Exception as exc:  # a failed decode ends the requests in it, not the server
+                with self._lock:
+                    self._drop_cancelled()
+                    admitted = self._admit()
+                if self._running:
+                    self._step(admitted)
+            except Exception as exc:  # a failed step ends the requests in it, not the server
                 self._fail_running(f"the embedded engine failed: {exc}")
 
     def _drop_cancelled(self) -> None:
