@@ -353,6 +353,12 @@ def _serve_args(srv: argparse.ArgumentParser) -> None:
         "--api-key", help="key clients must send as Bearer (default: $PACORE_SERVE_API_KEY)"
     )
     srv.add_argument(
+        "--allow-no-auth",
+        action="store_true",
+        help="serve without an API key on a non-loopback --host (anyone who can reach it "
+        "starts upstream work); a warning is printed",
+    )
+    srv.add_argument(
         "--upstream-api-key", help="key sent upstream (default: $PACORE_API_KEY/$OPENAI_API_KEY)"
     )
     srv.add_argument(
@@ -360,26 +366,12 @@ def _serve_args(srv: argparse.ArgumentParser) -> None:
     )
     srv.add_argument(
         "--max-samples-in-flight",
-    srv.add_argument(
-        "--allow-no-auth",
-        action="store_true",
-        help="serve without an API key on a non-loopback --host (anyone who can reach it "
-        "starts upstream work); a warning is printed",
-    )
         type=int,
         default=256,
         help="upstream sequences in flight at most, over all runs and replicas",
     )
     # The sampling options, as for run/eval; a request's own values win over them.
     add_options(srv, SAMPLING_OPTION_NAMES)
-    srv.add_argument(
-        "--drain-timeout", type=int, default=600, help="seconds SIGTERM waits for runs"
-    )
-    srv.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-
-
-def _data_args(data: argparse.ArgumentParser) -> None:
-    data.add_argument("kind", choices=["arithmetic", "easy-arithmetic"])
     srv.add_argument(
         "--max-body-bytes",
         type=int,
@@ -404,6 +396,14 @@ def _data_args(data: argparse.ArgumentParser) -> None:
         default=30.0,
         help="seconds a request may take to send its body; then 408 (default: 30)",
     )
+    srv.add_argument(
+        "--drain-timeout", type=int, default=600, help="seconds SIGTERM waits for runs"
+    )
+    srv.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+
+
+def _data_args(data: argparse.ArgumentParser) -> None:
+    data.add_argument("kind", choices=["arithmetic", "easy-arithmetic"])
     data.add_argument("--n", type=int, default=100, help="number of problems")
     data.add_argument("--seed", type=int, default=0, help="generator seed")
     data.add_argument(
