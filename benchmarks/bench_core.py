@@ -82,8 +82,8 @@ async def floor(base_url: str, count: int, batched: bool) -> int:
     """The minimal loop: same rounds, same prompt rendering and compaction, no framework."""
     import jinja2
 
-    from pacore_graph.limits import SequenceLimiter
-    from pacore_graph.prompts import SYNTHESIS_TEMPLATE
+    from pacore_graph.control.limits import SequenceLimiter
+    from pacore_graph.graph.prompts import SYNTHESIS_TEMPLATE
 
     template = jinja2.Template(SYNTHESIS_TEMPLATE)
     # Units are samples: a batched request holds K of them (a weighted, FIFO
@@ -148,13 +148,13 @@ async def graph(
     subgraph: bool = False,
 ) -> int:
     from pacore_graph import OpenAICompatClient, PaCoReConfig, build_pacore_graph
-    from pacore_graph.client import ChatClient
-    from pacore_graph.tracing import TraceOptions
+    from pacore_graph.llm.client import ChatClient
+    from pacore_graph.otel.spans import TraceOptions
 
     config = PaCoReConfig.from_preset("high", max_concurrency=CONCURRENCY, batch_samples=batched)
     client: ChatClient
     if langchain:
-        from pacore_graph.langchain_client import LangChainChatClient, make_chat_model
+        from pacore_graph.llm.langchain_client import LangChainChatClient, make_chat_model
 
         client = LangChainChatClient(make_chat_model(base_url, "scripted"))
     else:
@@ -181,7 +181,7 @@ async def graph(
     else:
         import tempfile
 
-        from pacore_graph.checkpoint import open_checkpointer, with_checkpointer
+        from pacore_graph.runs.checkpoint import open_checkpointer, with_checkpointer
 
         with tempfile.TemporaryDirectory() as tmp:
             async with open_checkpointer(None, Path(tmp) / "ck.sqlite") as saver:
@@ -217,9 +217,9 @@ def _subgraph_explorer(client: Any, config: Any) -> Any:
     from langchain_core.runnables import RunnableConfig
     from langgraph.graph import START, StateGraph
 
-    from pacore_graph.batching import SampleBatcher
-    from pacore_graph.explorer import ChatExplorer, GraphExplorer
-    from pacore_graph.limits import SequenceLimiter
+    from pacore_graph.control.limits import SequenceLimiter
+    from pacore_graph.graph.explorer import ChatExplorer, GraphExplorer
+    from pacore_graph.llm.batching import SampleBatcher
 
     chat = ChatExplorer(
         SampleBatcher(

@@ -28,8 +28,8 @@ import time
 from pathlib import Path
 
 from pacore_graph.cli import main as pacore
-from pacore_graph.client import OpenAICompatClient
-from pacore_graph.config import RetryPolicy, SamplingParams
+from pacore_graph.llm.client import OpenAICompatClient
+from pacore_graph.settings.config import RetryPolicy, SamplingParams
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
 
 

@@ -42,8 +42,8 @@ from collections import Counter
 from typing import Any
 
 from pacore_graph import OpenAICompatClient, PaCoReConfig, build_pacore_graph
-from pacore_graph.aggregation import extract_final_answer
-from pacore_graph.config import RetryPolicy, SamplingParams
+from pacore_graph.graph.aggregation import extract_final_answer
+from pacore_graph.settings.config import RetryPolicy, SamplingParams
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
 
 BOXED = re.compile(r"\\boxed\{(-?\d+)\}")

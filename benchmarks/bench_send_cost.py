@@ -7,13 +7,13 @@ fan-out, compaction, routing, records. CPU time (``time.process_time``) is
 far steadier than wall time on a loaded machine. Prints the median CPU
 microseconds per explorer task over ``--repeats`` runs in this process
 (after one warm-up run), with the default GC settings (``graph``) and inside
-:func:`~pacore_graph.gc_tuning.fan_out_gc` as the CLI runs (``graph-gc``),
+:func:`~pacore_graph.control.gc_tuning.fan_out_gc` as the CLI runs (``graph-gc``),
 next to a bare asyncio baseline doing the same rounds with the same
 rendering and compaction in one loop.
 
 ``graph-grouped`` is the plain chat explorer with ``n``-batching, as ``pacore
 run`` builds it, on an instant in-process client: a round's K explorers are
-one ``Send`` (:class:`~pacore_graph.explorer.ExploreGroup`) and one ``n=K``
+one ``Send`` (:class:`~pacore_graph.graph.explorer.ExploreGroup`) and one ``n=K``
 call, so its per-task figure is the fan-out users get by default (also
 measured inside ``fan_out_gc``).
 
@@ -31,10 +31,10 @@ import time
 from typing import Any
 
 from pacore_graph import PaCoReConfig, Trajectory, build_pacore_graph
-from pacore_graph.compaction import ConclusionCompactor
-from pacore_graph.explorer import ExploreTask
-from pacore_graph.gc_tuning import fan_out_gc
-from pacore_graph.prompts import select_references, synthesis_messages
+from pacore_graph.control.gc_tuning import fan_out_gc
+from pacore_graph.graph.compaction import ConclusionCompactor
+from pacore_graph.graph.explorer import ExploreTask
+from pacore_graph.graph.prompts import select_references, synthesis_messages
 from pacore_graph.testing.fake_client import FakeCall, FakeChatClient
 
 SCHEDULE = (32, 4, 1)

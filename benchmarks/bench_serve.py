@@ -111,8 +111,8 @@ def start_serve(upstreams: list[str]) -> tuple[subprocess.Popen[str], str]:
 
 async def run_library(upstreams: list[str], model: str, count: int) -> dict[str, Any]:
     from pacore_graph import build_pacore_graph
-    from pacore_graph.graph import ainvoke_pacore
-    from pacore_graph.multi_client import MultiEndpointClient
+    from pacore_graph.graph.builder import ainvoke_pacore
+    from pacore_graph.llm.multi_client import MultiEndpointClient
     from pacore_graph.serve import parse_model_name
 
     client = MultiEndpointClient(upstreams, "scripted")

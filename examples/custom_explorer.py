@@ -25,8 +25,8 @@ from typing_extensions import TypedDict
 
 from pacore_graph import OpenAICompatClient, PaCoReConfig, SamplingParams, build_pacore_graph
 from pacore_graph.embedded import model_endpoint
-from pacore_graph.explorer import ExploreTask, GraphExplorer
-from pacore_graph.records import Trajectory
+from pacore_graph.graph.explorer import ExploreTask, GraphExplorer
+from pacore_graph.graph.records import Trajectory
 
 CHECK_PROMPT = (
     "Here is a draft answer to the problem above:\n\n{draft}\n\n"

@@ -22,9 +22,9 @@ import asyncio
 
 from pacore_graph import OpenAICompatClient, PaCoReConfig, SamplingParams, build_pacore_graph
 from pacore_graph.embedded import model_endpoint
-from pacore_graph.graph import ainvoke_pacore
-from pacore_graph.telemetry import JAEGER_ENDPOINT, configure_tracing
-from pacore_graph.tracing import TraceOptions
+from pacore_graph.graph.builder import ainvoke_pacore
+from pacore_graph.otel.exporters import JAEGER_ENDPOINT, configure_tracing
+from pacore_graph.otel.spans import TraceOptions
 
 
 async def main() -> None:

@@ -2,7 +2,7 @@
 
 ``langgraph.json`` points here, so ``langgraph dev`` serves PaCoRe against any
 OpenAI-compatible server. The variables are the ``pacore`` command's own
-(:class:`pacore_graph.env_settings.PaCoReSettings`, read the same way), with
+(:class:`pacore_graph.settings.env_settings.PaCoReSettings`, read the same way), with
 defaults suited to a server:
 
 - ``PACORE_BASE_URL`` (default ``http://localhost:8000/v1``, vLLM's default;
@@ -19,7 +19,7 @@ defaults suited to a server:
 
 Each request may change the run's shape through ``config.configurable``:
 ``preset``, ``rounds``, ``compactor``, ``temperature``, ``top_p``,
-``max_tokens``, ``seed`` (see :mod:`pacore_graph.settings`), within those
+``max_tokens``, ``seed`` (see :mod:`pacore_graph.settings.per_run`), within those
 caps; its ``compactor`` is a built-in name (``conclusion``, ``answer``,
 ``budget:N``), never a ``module:attr`` (``PACORE_COMPACTOR``, the operator's,
 may be one). The assistant publishes the graph's input and output schemas.
@@ -31,11 +31,11 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from pacore_graph.compaction import compactor_from_name
-from pacore_graph.config import PaCoReConfig
-from pacore_graph.env_settings import PaCoReSettings, load_settings
-from pacore_graph.graph import build_pacore_graph
-from pacore_graph.multi_client import chat_client_for
+from pacore_graph.graph.builder import build_pacore_graph
+from pacore_graph.graph.compaction import compactor_from_name
+from pacore_graph.llm.multi_client import chat_client_for
+from pacore_graph.settings.config import PaCoReConfig
+from pacore_graph.settings.env_settings import PaCoReSettings, load_settings
 
 __all__ = ["DEFAULT_BASE_URL", "DEFAULT_MODEL", "config_from_env", "graph", "make_graph"]
 

@@ -29,12 +29,12 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import BaseTool, StructuredTool
 
-from pacore_graph.compaction import split_conclusion
-from pacore_graph.config import PaCoReConfig
-from pacore_graph.explorer import ExploreTask
-from pacore_graph.graph import ainvoke_pacore, build_pacore_graph
-from pacore_graph.records import PaCoReResult, Trajectory
-from pacore_graph.tool_explorer import ToolSession, build_tool_explorer
+from pacore_graph.graph.builder import ainvoke_pacore, build_pacore_graph
+from pacore_graph.graph.compaction import split_conclusion
+from pacore_graph.graph.explorer import ExploreTask
+from pacore_graph.graph.records import PaCoReResult, Trajectory
+from pacore_graph.graph.tool_explorer import ToolSession, build_tool_explorer
+from pacore_graph.settings.config import PaCoReConfig
 from pacore_graph.tools.code_executor import make_code_tools
 from pacore_graph.tools.sandbox import (
     MIB,

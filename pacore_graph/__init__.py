@@ -17,28 +17,28 @@ from typing import TYPE_CHECKING
 from pacore_graph.lazy import lazy_getattr
 
 if TYPE_CHECKING:
-    from pacore_graph.batching import SampleBatcher
-    from pacore_graph.client import ChatClient, OpenAICompatClient
-    from pacore_graph.compaction import (
+    from pacore_graph.control.limits import SequenceLimiter
+    from pacore_graph.errors import ModelCallError, PaCoReError, RoundFailedError
+    from pacore_graph.graph.builder import ainvoke_pacore, build_pacore_graph
+    from pacore_graph.graph.compaction import (
         AnswerCompactor,
         Compactor,
         ConclusionCompactor,
         TokenBudgetCompactor,
         compactor_from_name,
     )
-    from pacore_graph.config import PRESETS, PaCoReConfig, RetryPolicy, SamplingParams
-    from pacore_graph.errors import ModelCallError, PaCoReError, RoundFailedError
-    from pacore_graph.explorer import (
+    from pacore_graph.graph.explorer import (
         ChatExplorer,
         ExploreGroup,
         Explorer,
         ExploreTask,
         GraphExplorer,
     )
-    from pacore_graph.graph import ainvoke_pacore, build_pacore_graph
-    from pacore_graph.limits import SequenceLimiter
-    from pacore_graph.prompts import SYNTHESIS_TEMPLATE, render_synthesis, synthesis_messages
-    from pacore_graph.records import Completion, PaCoReResult, ToolCallRecord, Trajectory
+    from pacore_graph.graph.prompts import SYNTHESIS_TEMPLATE, render_synthesis, synthesis_messages
+    from pacore_graph.graph.records import Completion, PaCoReResult, ToolCallRecord, Trajectory
+    from pacore_graph.llm.batching import SampleBatcher
+    from pacore_graph.llm.client import ChatClient, OpenAICompatClient
+    from pacore_graph.settings.config import PRESETS, PaCoReConfig, RetryPolicy, SamplingParams
 
 
 __version__ = "0.1.0"
@@ -79,36 +79,36 @@ __all__ = [
 
 #: Where each public name lives; ``__getattr__`` imports it on first access.
 _LOCATIONS: dict[str, str] = {
-    "SampleBatcher": "batching",
-    "ChatClient": "client",
-    "OpenAICompatClient": "client",
-    "AnswerCompactor": "compaction",
-    "Compactor": "compaction",
-    "ConclusionCompactor": "compaction",
-    "TokenBudgetCompactor": "compaction",
-    "compactor_from_name": "compaction",
-    "PRESETS": "config",
-    "PaCoReConfig": "config",
-    "RetryPolicy": "config",
-    "SamplingParams": "config",
+    "SampleBatcher": "llm.batching",
+    "ChatClient": "llm.client",
+    "OpenAICompatClient": "llm.client",
+    "AnswerCompactor": "graph.compaction",
+    "Compactor": "graph.compaction",
+    "ConclusionCompactor": "graph.compaction",
+    "TokenBudgetCompactor": "graph.compaction",
+    "compactor_from_name": "graph.compaction",
+    "PRESETS": "settings.config",
+    "PaCoReConfig": "settings.config",
+    "RetryPolicy": "settings.config",
+    "SamplingParams": "settings.config",
     "ModelCallError": "errors",
     "PaCoReError": "errors",
     "RoundFailedError": "errors",
-    "ChatExplorer": "explorer",
-    "Explorer": "explorer",
-    "ExploreGroup": "explorer",
-    "ExploreTask": "explorer",
-    "GraphExplorer": "explorer",
-    "ainvoke_pacore": "graph",
-    "build_pacore_graph": "graph",
-    "SequenceLimiter": "limits",
-    "SYNTHESIS_TEMPLATE": "prompts",
-    "render_synthesis": "prompts",
-    "synthesis_messages": "prompts",
-    "Completion": "records",
-    "PaCoReResult": "records",
-    "ToolCallRecord": "records",
-    "Trajectory": "records",
+    "ChatExplorer": "graph.explorer",
+    "Explorer": "graph.explorer",
+    "ExploreGroup": "graph.explorer",
+    "ExploreTask": "graph.explorer",
+    "GraphExplorer": "graph.explorer",
+    "ainvoke_pacore": "graph.builder",
+    "build_pacore_graph": "graph.builder",
+    "SequenceLimiter": "control.limits",
+    "SYNTHESIS_TEMPLATE": "graph.prompts",
+    "render_synthesis": "graph.prompts",
+    "synthesis_messages": "graph.prompts",
+    "Completion": "graph.records",
+    "PaCoReResult": "graph.records",
+    "ToolCallRecord": "graph.records",
+    "Trajectory": "graph.records",
 }
 
 

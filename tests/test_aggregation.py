@@ -6,14 +6,14 @@ import itertools
 
 import pytest
 
-from pacore_graph.aggregation import (
+from pacore_graph.graph.aggregation import (
     Aggregator,
     FirstAnswer,
     MajorityVote,
     extract_final_answer,
     normalize_answer,
 )
-from pacore_graph.records import Trajectory
+from pacore_graph.graph.records import Trajectory
 
 
 def traj(index: int, content: str, *, error: str | None = None, round_: int = 0) -> Trajectory:

@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 
-from pacore_graph.aggregation import extract_final_answer
-from pacore_graph.config import PaCoReConfig, SamplingParams
-from pacore_graph.graph import ainvoke_pacore, build_pacore_graph
+from pacore_graph.graph.aggregation import extract_final_answer
+from pacore_graph.graph.builder import ainvoke_pacore, build_pacore_graph
+from pacore_graph.graph.prompts import render_synthesis
+from pacore_graph.graph.records import Completion
 from pacore_graph.graphs.majority import build_majority_graph
 from pacore_graph.graphs.refine import build_refine_graph
 from pacore_graph.graphs.single import build_single_graph
-from pacore_graph.prompts import render_synthesis
-from pacore_graph.records import Completion
+from pacore_graph.settings.config import PaCoReConfig, SamplingParams
 from pacore_graph.testing.fake_client import FakeCall, FakeChatClient, FakeReply
 
 QUESTION = "What is 6 times 7?"

@@ -14,11 +14,11 @@ import asyncio
 
 import pytest
 
-from pacore_graph.batching import SampleBatcher
-from pacore_graph.client import OpenAICompatClient
-from pacore_graph.config import SamplingParams
+from pacore_graph.control.limits import SequenceLimiter
 from pacore_graph.errors import ModelCallError
-from pacore_graph.limits import SequenceLimiter
+from pacore_graph.llm.batching import SampleBatcher
+from pacore_graph.llm.client import OpenAICompatClient
+from pacore_graph.settings.config import SamplingParams
 from pacore_graph.testing import ScriptedServer
 from pacore_graph.testing.fake_client import FakeCall, FakeChatClient, FakeReply
 

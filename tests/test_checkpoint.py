@@ -25,9 +25,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
 
 from pacore_graph import PaCoReConfig, build_pacore_graph
-from pacore_graph.checkpoint import SERDE_ALLOWLIST, open_checkpointer, pacore_serde
-from pacore_graph.config import SamplingParams
-from pacore_graph.records import Completion, PaCoReResult, Trajectory
+from pacore_graph.graph.records import Completion, PaCoReResult, Trajectory
+from pacore_graph.runs.checkpoint import SERDE_ALLOWLIST, open_checkpointer, pacore_serde
+from pacore_graph.settings.config import SamplingParams
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CONFIG = PaCoReConfig(rounds=[4, 2], batch_samples=False, sampling={"seed": 0})
@@ -143,8 +143,8 @@ def test_fast_serializer_writes_the_bytes_langgraph_would() -> None:
     from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
     from langgraph.types import Send
 
-    from pacore_graph.explorer import ExploreTask
-    from pacore_graph.records import ToolCallRecord
+    from pacore_graph.graph.explorer import ExploreTask
+    from pacore_graph.graph.records import ToolCallRecord
 
     traj = Trajectory(
         round=1,

@@ -19,7 +19,7 @@ import pytest
 from cli_support import run_argv
 
 from pacore_graph.cli import EXIT_SKIPPED_INPUT, EXIT_USAGE, build_parser, main
-from pacore_graph.jsonl import BadLine, read_lines
+from pacore_graph.runs.jsonl import BadLine, read_lines
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

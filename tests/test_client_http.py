@@ -20,11 +20,15 @@ from aiohttp import web
 from langchain_core.messages import HumanMessage
 from langchain_openai import ChatOpenAI
 
-from pacore_graph.client import ChatClient, OpenAICompatClient
-from pacore_graph.config import RetryPolicy, SamplingParams
 from pacore_graph.errors import ModelCallError
-from pacore_graph.langchain_client import LangChainChatClient, ReasoningChatOpenAI, make_chat_model
-from pacore_graph.records import Completion
+from pacore_graph.graph.records import Completion
+from pacore_graph.llm.client import ChatClient, OpenAICompatClient
+from pacore_graph.llm.langchain_client import (
+    LangChainChatClient,
+    ReasoningChatOpenAI,
+    make_chat_model,
+)
+from pacore_graph.settings.config import RetryPolicy, SamplingParams
 from pacore_graph.testing import (
     DISCONNECT_STATUS,
     ScriptedReply,

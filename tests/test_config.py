@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from pacore_graph import PaCoReConfig, build_pacore_graph
-from pacore_graph.config import MAX_ROUND_WIDTH, PRESETS, RetryPolicy, SamplingParams
+from pacore_graph.settings.config import MAX_ROUND_WIDTH, PRESETS, RetryPolicy, SamplingParams
 from pacore_graph.testing.fake_client import FakeChatClient
 
 

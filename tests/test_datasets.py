@@ -20,7 +20,7 @@ from pacore_graph.eval import (
     sample_questions_path,
     write_jsonl,
 )
-from pacore_graph.runner import read_dataset
+from pacore_graph.runs.runner import read_dataset
 
 QUESTION = re.compile(
     r"^What is (?:(?P<a>\d+) (?P<sym>[-+×]) (?P<b>\d+)\?"

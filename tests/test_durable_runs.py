@@ -24,7 +24,7 @@ import pytest
 from cli_support import run_argv
 from pg_support import running_postgres
 
-from pacore_graph.checkpoint import RUN_CHECKPOINT_SUFFIX
+from pacore_graph.runs.checkpoint import RUN_CHECKPOINT_SUFFIX
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -175,8 +175,8 @@ def _eval_args(srv: ScriptedServer, data: Path, out: Path) -> list[str]:
 def test_checkpoint_flag_on_eval_and_run(
     server: ScriptedServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from pacore_graph.checkpoint import EVAL_CHECKPOINT_FILE
     from pacore_graph.cli import main
+    from pacore_graph.runs.checkpoint import EVAL_CHECKPOINT_FILE
 
     data = tmp_path / "gt.jsonl"
     data.write_text(

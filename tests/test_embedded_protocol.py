@@ -12,7 +12,7 @@ from pacore_graph.embedded import DEFAULT_MAX_SEQUENCES
 from pacore_graph.embedded.chat_template import ChatTemplate, ChatTemplateError
 from pacore_graph.embedded.engine import BatchEngine, _Sequence
 from pacore_graph.embedded.protocol import RequestError, parse_request
-from pacore_graph.options import EMBEDDED_MAX_CONCURRENCY
+from pacore_graph.settings.options import EMBEDDED_MAX_CONCURRENCY
 
 # SmolLM2-135M-Instruct's own template, as its GGUF carries it.
 SMOLLM2_TEMPLATE = (

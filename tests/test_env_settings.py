@@ -13,8 +13,8 @@ from pydantic import ValidationError
 
 import pacore_graph
 from pacore_graph.cli import build_parser, main
-from pacore_graph.env_settings import PaCoReSettings, format_settings_error, load_settings
-from pacore_graph.options import MODEL_OPTIONS, SHAPE_OPTIONS
+from pacore_graph.settings.env_settings import PaCoReSettings, format_settings_error, load_settings
+from pacore_graph.settings.options import MODEL_OPTIONS, SHAPE_OPTIONS
 from pacore_graph.testing import ScriptedServer
 
 # --------------------------------------------------------------------------- the model
@@ -29,7 +29,7 @@ def test_the_option_table_and_the_settings_model_have_the_same_fields() -> None:
 
 
 def test_the_defaults_the_help_states_are_the_configs() -> None:
-    from pacore_graph.config import PaCoReConfig
+    from pacore_graph.settings.config import PaCoReConfig
 
     config = PaCoReConfig()
     states = {o.name: o.help_text() for o in MODEL_OPTIONS}

@@ -18,13 +18,13 @@ from typing import Any
 import pytest
 
 from pacore_graph.cli import main
-from pacore_graph.client import OpenAICompatClient
-from pacore_graph.config import MAX_ROUND_WIDTH, PaCoReConfig, RetryPolicy
 from pacore_graph.eval.datasets import easy_arithmetic_problems, write_jsonl
 from pacore_graph.eval.harness import EvalOutcome, run_eval
 from pacore_graph.eval.methods import MethodSpec, parse_method, parse_methods
 from pacore_graph.eval.report import wilson_interval
-from pacore_graph.runner import DatasetRecord, read_dataset
+from pacore_graph.llm.client import OpenAICompatClient
+from pacore_graph.runs.runner import DatasetRecord, read_dataset
+from pacore_graph.settings.config import MAX_ROUND_WIDTH, PaCoReConfig, RetryPolicy
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

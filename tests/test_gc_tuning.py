@@ -6,7 +6,7 @@ import gc
 
 import pytest
 
-from pacore_graph.gc_tuning import FAN_OUT_GC_THRESHOLDS, fan_out_gc
+from pacore_graph.control.gc_tuning import FAN_OUT_GC_THRESHOLDS, fan_out_gc
 
 
 def test_fan_out_gc_sets_and_restores_the_thresholds() -> None:

@@ -26,8 +26,8 @@ from pacore_graph import (
     ainvoke_pacore,
     build_pacore_graph,
 )
-from pacore_graph.explorer import ExploreTask, GraphExplorer
-from pacore_graph.prompts import render_synthesis
+from pacore_graph.graph.explorer import ExploreTask, GraphExplorer
+from pacore_graph.graph.prompts import render_synthesis
 from pacore_graph.testing import ScriptedServer
 from pacore_graph.testing.fake_client import FakeCall, FakeChatClient, FakeReply
 

@@ -18,14 +18,14 @@ from typing import Any
 
 import pytest
 
-from pacore_graph.client import OpenAICompatClient, parse_chat_choices
-from pacore_graph.config import RetryPolicy, SamplingParams
 from pacore_graph.errors import ModelCallError
-from pacore_graph.langchain_client import LangChainChatClient, make_chat_model
-from pacore_graph.multi_client import MultiEndpointClient
-from pacore_graph.records import Completion
-from pacore_graph.reply_limits import SLACK_BYTES, UNSET_MAX_TOKENS, reply_cap
-from pacore_graph.sampling import SampleOutcome
+from pacore_graph.graph.records import Completion
+from pacore_graph.llm.client import OpenAICompatClient, parse_chat_choices
+from pacore_graph.llm.langchain_client import LangChainChatClient, make_chat_model
+from pacore_graph.llm.multi_client import MultiEndpointClient
+from pacore_graph.llm.reply_limits import SLACK_BYTES, UNSET_MAX_TOKENS, reply_cap
+from pacore_graph.llm.sampling import SampleOutcome
+from pacore_graph.settings.config import RetryPolicy, SamplingParams
 from pacore_graph.testing.hostile_upstream import (
     MALFORMED_ATTACKS,
     MALFORMED_EVENT_ATTACKS,

@@ -26,11 +26,11 @@ from pacore_graph import (
     ainvoke_pacore,
     build_pacore_graph,
 )
-from pacore_graph.client import OpenAICompatClient
-from pacore_graph.config import RetryPolicy, SamplingParams
-from pacore_graph.langchain_client import LangChainChatClient, make_chat_model
-from pacore_graph.prompts import render_synthesis
-from pacore_graph.records import PaCoReResult
+from pacore_graph.graph.prompts import render_synthesis
+from pacore_graph.graph.records import PaCoReResult
+from pacore_graph.llm.client import OpenAICompatClient
+from pacore_graph.llm.langchain_client import LangChainChatClient, make_chat_model
+from pacore_graph.settings.config import RetryPolicy, SamplingParams
 from pacore_graph.testing import (
     LoggedRequest,
     ScriptedReply,

@@ -30,9 +30,9 @@ def test_every_public_name_imports_from_the_package(name: str) -> None:
 def test_public_names_are_the_objects_of_their_modules() -> None:
     assert (
         pacore_graph.build_pacore_graph
-        is importlib.import_module("pacore_graph.graph").build_pacore_graph
+        is importlib.import_module("pacore_graph.graph.builder").build_pacore_graph
     )
-    assert pacore_graph.PRESETS is importlib.import_module("pacore_graph.config").PRESETS
+    assert pacore_graph.PRESETS is importlib.import_module("pacore_graph.settings.config").PRESETS
     assert set(pacore_graph.__all__) <= set(dir(pacore_graph))
 
 

@@ -11,7 +11,7 @@ import asyncio
 
 import pytest
 
-from pacore_graph.limits import SequenceLimiter
+from pacore_graph.control.limits import SequenceLimiter
 
 
 async def settle(turns: int = 5) -> None:

@@ -22,6 +22,7 @@ from cli_support import run_argv
 
 from pacore_graph import PaCoReConfig, SamplingParams, ainvoke_pacore, build_pacore_graph
 from pacore_graph.eval.graders import ExactGrader, Grade
+from pacore_graph.graph.records import PaCoReResult, Trajectory
 from pacore_graph.message_graph import (
     EDGES_KEY,
     FAILED_COLOR,
@@ -39,7 +40,6 @@ from pacore_graph.message_graph import (
     write_graphml,
     write_json,
 )
-from pacore_graph.records import PaCoReResult, Trajectory
 from pacore_graph.testing.fake_client import FakeCall, FakeChatClient, FakeReply
 
 

@@ -19,8 +19,8 @@ from test_rl_train import tiny_model  # noqa: F401 - fixture
 
 from pacore_graph import PaCoReConfig, ainvoke_pacore, build_pacore_graph
 from pacore_graph.cli import main
-from pacore_graph.client import OpenAICompatClient
-from pacore_graph.config import RetryPolicy
+from pacore_graph.llm.client import OpenAICompatClient
+from pacore_graph.settings.config import RetryPolicy
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 from pacore_graph import build_pacore_graph
-from pacore_graph.client import ChatClient, OpenAICompatClient
-from pacore_graph.config import RetryPolicy, SamplingParams
 from pacore_graph.errors import ModelCallError
-from pacore_graph.graph import ainvoke_pacore
-from pacore_graph.multi_client import MultiEndpointClient, chat_client_for
+from pacore_graph.graph.builder import ainvoke_pacore
+from pacore_graph.llm.client import ChatClient, OpenAICompatClient
+from pacore_graph.llm.multi_client import MultiEndpointClient, chat_client_for
+from pacore_graph.settings.config import RetryPolicy, SamplingParams
 from pacore_graph.testing import ScriptedRequest, ScriptedServer
 
 PARAMS = SamplingParams()
@@ -364,7 +364,7 @@ async def test_stream_without_server_usage_counts_its_deltas() -> None:
 
 
 async def test_complete_each_fails_a_whole_request_over_to_another_replica() -> None:
-    from pacore_graph.records import Completion
+    from pacore_graph.graph.records import Completion
 
     dead = f"http://127.0.0.1:{closed_port()}/v1"
     async with ScriptedServer() as live:

@@ -179,7 +179,7 @@ async def test_chat_spans_over_real_http_name_server_provider_seed_and_response_
         assert attrs["gen_ai.provider.name"] == OPENAI_COMPATIBLE  # a local server is not OpenAI
         assert attrs["gen_ai.request.model"] == "alias-model"
         assert attrs["gen_ai.response.model"] == SNAPSHOT
-    # Samples' seeds come from pacore_graph.seeds: explorer i of round r draws
+    # Samples' seeds come from pacore_graph.graph.seeds: explorer i of round r draws
     # with 40 + 1000 * r + i. Round 0 is usually one batched request (n=2)
     # carrying the seed of its first sample; a loaded machine may split it into
     # two requests. Either way the samples' seeds are the same.
@@ -227,7 +227,7 @@ async def test_a_replica_set_names_its_provider_but_no_single_server(
     traced: tuple[TracerProvider, InMemorySpanExporter],
 ) -> None:
     """Two replicas of one model: which one answered a call is not the span's to guess."""
-    from pacore_graph.multi_client import MultiEndpointClient
+    from pacore_graph.llm.multi_client import MultiEndpointClient
     from pacore_graph.testing import ScriptedServer
 
     provider, exporter = traced

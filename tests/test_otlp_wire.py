@@ -18,10 +18,10 @@ from otlp_receiver import Receiver
 
 import pacore_graph
 from pacore_graph import PaCoReConfig, ainvoke_pacore, build_pacore_graph
-from pacore_graph.telemetry import TracingConfigError, configure_tracing
+from pacore_graph.otel.exporters import TracingConfigError, configure_tracing
+from pacore_graph.otel.spans import TraceOptions
 from pacore_graph.testing import ScriptedServer
 from pacore_graph.testing.fake_client import FakeChatClient
-from pacore_graph.tracing import TraceOptions
 
 
 async def test_langfuse_export_sends_basic_auth_and_genai_spans(receiver: Receiver) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from cli_support import run_argv
 
-from pacore_graph.output_lock import OutputLockedError, hold_output_lock, lock_path
+from pacore_graph.runs.output_lock import OutputLockedError, hold_output_lock, lock_path
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from pacore_graph import PaCoReConfig, ainvoke_pacore, build_pacore_graph
-from pacore_graph.client import OpenAICompatClient
-from pacore_graph.config import RetryPolicy
-from pacore_graph.prompts import render_synthesis
+from pacore_graph.graph.prompts import render_synthesis
+from pacore_graph.llm.client import OpenAICompatClient
+from pacore_graph.settings.config import RetryPolicy
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
 
 QUESTION = "What is 54 - 6?"

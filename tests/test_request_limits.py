@@ -13,8 +13,8 @@ import pytest
 from pydantic import ValidationError
 
 from pacore_graph.cli import main
-from pacore_graph.env_settings import format_settings_error, load_settings
-from pacore_graph.request_limits import RequestLimitError, RequestLimits
+from pacore_graph.settings.env_settings import format_settings_error, load_settings
+from pacore_graph.settings.request_limits import RequestLimitError, RequestLimits
 from pacore_graph.testing import ScriptedServer
 
 

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pacore_graph.jsonl import BadLine
-from pacore_graph.results_file import ResultLine, compact_results, latest_lines, read_results
+from pacore_graph.runs.jsonl import BadLine
+from pacore_graph.runs.results_file import ResultLine, compact_results, latest_lines, read_results
 
 ROUNDS: dict[str, Any] = {"rounds": [[{"round": 0, "index": 0, "content": "x", "message": "x"}]]}
 

@@ -24,11 +24,10 @@ from typing import Any
 import pytest
 
 from pacore_graph import PaCoReConfig, build_pacore_graph
-from pacore_graph.config import RetryPolicy, SamplingParams
 from pacore_graph.eval.graders import MathGrader
 from pacore_graph.eval.harness import run_eval
 from pacore_graph.eval.methods import parse_methods
-from pacore_graph.records import PaCoReResult, Trajectory
+from pacore_graph.graph.records import PaCoReResult, Trajectory
 from pacore_graph.rl import RLDependencyError, require_rl
 from pacore_graph.rl.episodes import (
     EPISODE_SCHEMA_VERSION,
@@ -44,7 +43,8 @@ from pacore_graph.rl.export import (
     export_episodes,
     load_episode_dataset,
 )
-from pacore_graph.runner import DatasetRecord, result_line, run_dataset
+from pacore_graph.runs.runner import DatasetRecord, result_line, run_dataset
+from pacore_graph.settings.config import RetryPolicy, SamplingParams
 from pacore_graph.testing.fake_client import FakeCall, FakeChatClient, FakeReply
 
 # Nothing may come from a model hub: everything here is built or read offline.

@@ -20,7 +20,7 @@ from test_rl_episodes import (
 
 from pacore_graph.eval.harness import run_eval
 from pacore_graph.eval.methods import parse_methods
-from pacore_graph.prompts import synthesis_messages
+from pacore_graph.graph.prompts import synthesis_messages
 from pacore_graph.rl.recipe import (
     DEFAULT_THRESHOLDS,
     PoolProblem,
@@ -33,7 +33,7 @@ from pacore_graph.rl.recipe import (
     read_pacore_train,
 )
 from pacore_graph.rl.rewards import decode_ground_truth
-from pacore_graph.runner import read_dataset
+from pacore_graph.runs.runner import read_dataset
 from pacore_graph.testing.fake_client import FakeChatClient
 
 POOL = 24

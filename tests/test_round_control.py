@@ -11,10 +11,10 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from pacore_graph.budget import TokenBudget
-from pacore_graph.consensus import EarlyStop, round_consensus
-from pacore_graph.quorum import DROPPED, RoundQuorum, parse_quorum
-from pacore_graph.records import Trajectory
+from pacore_graph.control.budget import TokenBudget
+from pacore_graph.control.consensus import EarlyStop, round_consensus
+from pacore_graph.control.quorum import DROPPED, RoundQuorum, parse_quorum
+from pacore_graph.graph.records import Trajectory
 
 # ----------------------------------------------------------------- quorum settings
 

@@ -15,9 +15,9 @@ import pytest
 
 from pacore_graph import PaCoReConfig, ainvoke_pacore, build_pacore_graph
 from pacore_graph.cli import main
-from pacore_graph.client import OpenAICompatClient
-from pacore_graph.config import RetryPolicy, SamplingParams
-from pacore_graph.records import PaCoReResult
+from pacore_graph.graph.records import PaCoReResult
+from pacore_graph.llm.client import OpenAICompatClient
+from pacore_graph.settings.config import RetryPolicy, SamplingParams
 from pacore_graph.testing import (
     LengthModel,
     ScriptedReply,
@@ -33,7 +33,7 @@ SLOW_S = 2.0
 async def slow_by_seed(req: ScriptedRequest) -> ScriptedReply:
     """Explorers 0 and 1 of each round answer at once; the others take SLOW_S seconds.
 
-    Sample j of an ``n``-sample request stands for seed + j (pacore_graph.seeds).
+    Sample j of an ``n``-sample request stands for seed + j (pacore_graph.graph.seeds).
     """
     seed = (req.seed or 0) + req.sample_index
     if seed % 1000 >= 2:

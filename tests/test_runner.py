@@ -16,7 +16,7 @@ import pytest
 
 from pacore_graph import PaCoReConfig, build_pacore_graph
 from pacore_graph.eval.datasets import sample_questions_path
-from pacore_graph.runner import (
+from pacore_graph.runs.runner import (
     DatasetRecord,
     finished_ids,
     read_dataset,
@@ -283,7 +283,7 @@ async def test_run_dataset_with_a_subset_counts_only_its_records(tmp_path: Path)
 
 
 def test_result_line_keeps_public_fields_first() -> None:
-    from pacore_graph.records import PaCoReResult, Trajectory
+    from pacore_graph.graph.records import PaCoReResult, Trajectory
 
     final = Trajectory(round=1, index=0, content="C", reasoning=None, message="C")
     result = PaCoReResult(
@@ -336,7 +336,7 @@ async def test_run_dataset_limits_problems_in_flight(tmp_path: Path, in_flight: 
 async def test_resume_after_a_cut_last_line_loses_nothing(tmp_path: Path) -> None:
     """An interrupted write leaves a line with no newline; the next run must not glue onto it."""
     from pacore_graph import PaCoReConfig, build_pacore_graph
-    from pacore_graph.runner import DatasetRecord, finished_ids, run_dataset
+    from pacore_graph.runs.runner import DatasetRecord, finished_ids, run_dataset
     from pacore_graph.testing.fake_client import FakeChatClient
 
     records = [

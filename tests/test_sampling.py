@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
-from pacore_graph.client import OpenAICompatClient, parse_retry_after
-from pacore_graph.config import PaCoReConfig, RetryPolicy, SamplingParams
 from pacore_graph.errors import ModelCallError
-from pacore_graph.graph import ainvoke_pacore, build_pacore_graph
-from pacore_graph.langchain_client import LangChainChatClient, make_chat_model
-from pacore_graph.records import Completion
-from pacore_graph.seeds import explorer_seed, sample_seed
+from pacore_graph.graph.builder import ainvoke_pacore, build_pacore_graph
+from pacore_graph.graph.records import Completion
+from pacore_graph.graph.seeds import explorer_seed, sample_seed
+from pacore_graph.llm.client import OpenAICompatClient, parse_retry_after
+from pacore_graph.llm.langchain_client import LangChainChatClient, make_chat_model
+from pacore_graph.settings.config import PaCoReConfig, RetryPolicy, SamplingParams
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
 
 PARAMS = SamplingParams()

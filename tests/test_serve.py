@@ -28,10 +28,10 @@ from langchain_openai import ChatOpenAI
 from serve_support import RunningServe, free_port, running_serve
 
 from pacore_graph import build_pacore_graph
-from pacore_graph.client import OpenAICompatClient
-from pacore_graph.config import RetryPolicy, SamplingParams
-from pacore_graph.graph import ainvoke_pacore
+from pacore_graph.graph.builder import ainvoke_pacore
+from pacore_graph.llm.client import OpenAICompatClient
 from pacore_graph.serve import ServeSettings, parse_model_name
+from pacore_graph.settings.config import RetryPolicy, SamplingParams
 from pacore_graph.testing import ScriptedServer
 
 KEY = "sk-serve-test-7"

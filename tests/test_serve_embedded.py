@@ -7,8 +7,8 @@ import pytest
 from embedded_support import require_embedded
 from serve_support import running_serve
 
-from pacore_graph.config import SamplingParams
 from pacore_graph.serve import ServeSettings
+from pacore_graph.settings.config import SamplingParams
 
 pytestmark = pytest.mark.embedded
 

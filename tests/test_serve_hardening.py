@@ -27,8 +27,8 @@ import pytest
 from serve_support import free_port, running_serve
 
 from pacore_graph.cli import main
-from pacore_graph.config import RetryPolicy
 from pacore_graph.serve import ServeSettings
+from pacore_graph.settings.config import RetryPolicy
 from pacore_graph.testing import ScriptedServer
 
 MESSAGES = [{"role": "user", "content": "What is 2 + 2?"}]

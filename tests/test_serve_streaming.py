@@ -6,7 +6,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessageChunk
 
-from pacore_graph.records import PaCoReResult, Trajectory
+from pacore_graph.graph.records import PaCoReResult, Trajectory
 from pacore_graph.serve.streaming import (
     ProgressTranslator,
     StreamChunks,

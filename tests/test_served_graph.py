@@ -92,7 +92,7 @@ async def test_served_graph_spreads_over_comma_separated_replicas() -> None:
 
 @pytest.mark.usefixtures("closing_clients")
 async def test_the_operator_caps_what_a_request_may_ask_for() -> None:
-    from pacore_graph.settings import SettingsError
+    from pacore_graph.settings.per_run import SettingsError
 
     async with ScriptedServer(model="m") as srv:
         graph = served.make_graph(

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from pacore_graph import PaCoReConfig, build_pacore_graph
-from pacore_graph.compaction import AnswerCompactor
-from pacore_graph.compactor_registry import CompactorRegistry
-from pacore_graph.request_limits import RequestLimits
-from pacore_graph.settings import SettingsError, resolve_settings
+from pacore_graph.graph.compaction import AnswerCompactor
+from pacore_graph.graph.compactor_registry import CompactorRegistry
+from pacore_graph.settings.per_run import SettingsError, resolve_settings
+from pacore_graph.settings.request_limits import RequestLimits
 from pacore_graph.testing.fake_client import FakeCall, FakeChatClient, FakeReply
 
 QUESTION = {"messages": [{"role": "user", "content": "Q?"}]}

@@ -26,9 +26,9 @@ import pytest
 from cli_support import run_argv
 from pg_support import postgres_server
 
-from pacore_graph.checkpoint import RUN_CHECKPOINT_SUFFIX
-from pacore_graph.jsonl import LineSink
-from pacore_graph.store_guard import redact_store
+from pacore_graph.runs.checkpoint import RUN_CHECKPOINT_SUFFIX
+from pacore_graph.runs.jsonl import LineSink
+from pacore_graph.runs.store_guard import redact_store
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

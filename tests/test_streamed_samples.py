@@ -17,15 +17,15 @@ import aiohttp
 import pytest
 
 from pacore_graph import PaCoReConfig, ainvoke_pacore, build_pacore_graph
-from pacore_graph.batching import SampleBatcher, streams_samples
-from pacore_graph.choice_stream import ChoiceStream
-from pacore_graph.client import OpenAICompatClient
-from pacore_graph.config import RetryPolicy, SamplingParams
+from pacore_graph.control.limits import SequenceLimiter
 from pacore_graph.errors import ModelCallError
-from pacore_graph.limits import SequenceLimiter
-from pacore_graph.multi_client import MultiEndpointClient
-from pacore_graph.records import Completion, PaCoReResult
-from pacore_graph.sampling import SampleOutcome
+from pacore_graph.graph.records import Completion, PaCoReResult
+from pacore_graph.llm.batching import SampleBatcher, streams_samples
+from pacore_graph.llm.choice_stream import ChoiceStream
+from pacore_graph.llm.client import OpenAICompatClient
+from pacore_graph.llm.multi_client import MultiEndpointClient
+from pacore_graph.llm.sampling import SampleOutcome
+from pacore_graph.settings.config import RetryPolicy, SamplingParams
 from pacore_graph.testing import (
     LengthModel,
     ScriptedReply,

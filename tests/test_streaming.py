@@ -3,7 +3,7 @@
 Against the scripted server over real HTTP: the final round's call must go out
 with ``"stream": true`` (SSE), and its deltas must arrive as
 ``AIMessageChunk`` objects while the run is still going; the progress events
-follow the contract documented in :mod:`pacore_graph.streaming`.
+follow the contract documented in :mod:`pacore_graph.graph.streaming`.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any
 from langchain_core.messages import AIMessage, AIMessageChunk
 
 from pacore_graph import PaCoReConfig, build_pacore_graph
-from pacore_graph.client import OpenAICompatClient
-from pacore_graph.nodes import PaCoReNodes
+from pacore_graph.graph.nodes import PaCoReNodes
+from pacore_graph.llm.client import OpenAICompatClient
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
 
 REF_RE = re.compile(r"^Reference (\d+):$", re.M)
@@ -141,10 +141,10 @@ def test_nodes_run_alone_outside_a_graph() -> None:
     """A node is a method: callable without a graph (progress writes are no-ops then)."""
     import asyncio
 
-    from pacore_graph.compaction import compactor_from_name
-    from pacore_graph.explorer import ExploreTask
-    from pacore_graph.records import Trajectory
-    from pacore_graph.tracing import RunTracer, TraceOptions
+    from pacore_graph.graph.compaction import compactor_from_name
+    from pacore_graph.graph.explorer import ExploreTask
+    from pacore_graph.graph.records import Trajectory
+    from pacore_graph.otel.spans import RunTracer, TraceOptions
 
     class Echo:
         async def explore(self, task: ExploreTask, config: Any) -> Trajectory:

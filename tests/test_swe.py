@@ -17,9 +17,9 @@ from types import ModuleType
 import pytest
 
 from pacore_graph.cli import main
-from pacore_graph.config import PaCoReConfig
 from pacore_graph.graphs.pacore_swe import SWECompactor, run_swe
-from pacore_graph.langchain_client import aclose_chat_model, make_chat_model
+from pacore_graph.llm.langchain_client import aclose_chat_model, make_chat_model
+from pacore_graph.settings.config import PaCoReConfig
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer, ScriptedToolCall
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "swe_fix_bug"
@@ -133,7 +133,7 @@ async def test_tool_loop_is_bounded_and_unknown_tools_are_reported(repo: Path) -
 
 
 def test_swe_compactor_on_a_trajectory_without_artifacts() -> None:
-    from pacore_graph.records import Trajectory
+    from pacore_graph.graph.records import Trajectory
 
     msg = SWECompactor().compact(Trajectory(round=0, index=0, content="<think>x</think>done"))
     assert "(no changes)" in msg and "Test result: not run" in msg and msg.endswith("done")

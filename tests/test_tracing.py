@@ -16,8 +16,8 @@ from pacore_graph import (
     ainvoke_pacore,
     build_pacore_graph,
 )
+from pacore_graph.otel.spans import CAPTURE_CONTENT_ENV, TraceOptions
 from pacore_graph.testing.fake_client import FakeCall, FakeChatClient, FakeReply
-from pacore_graph.tracing import CAPTURE_CONTENT_ENV, TraceOptions
 
 SECRET = "sk-very-secret-key"
 
@@ -193,9 +193,9 @@ async def test_tool_explorer_spans_go_to_the_runs_provider(
     """``invoke_agent``, per-step ``chat`` and ``execute_tool`` spans nest under the round."""
     from langchain_core.tools import tool
 
-    from pacore_graph.langchain_client import aclose_chat_model, make_chat_model
+    from pacore_graph.graph.tool_explorer import build_tool_explorer, static_tools
+    from pacore_graph.llm.langchain_client import aclose_chat_model, make_chat_model
     from pacore_graph.testing import ScriptedReply, ScriptedServer, ScriptedToolCall
-    from pacore_graph.tool_explorer import build_tool_explorer, static_tools
 
     provider, exporter = traced
 

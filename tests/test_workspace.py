@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from pacore_graph.graph.records import Trajectory
 from pacore_graph.graphs.pacore_swe import SWECompactor
-from pacore_graph.records import Trajectory
 from pacore_graph.tools.workspace import (
     apply_diff,
     changed_files,

@@ -42,7 +42,7 @@ from pacore_graph.cli.common import (
 )
 from pacore_graph.cli.parser import build_parser, command_in
 from pacore_graph.errors import PaCoReError
-from pacore_graph.options import EMBEDDED_MAX_CONCURRENCY, EMBEDDED_MAX_TOKENS
+from pacore_graph.settings.options import EMBEDDED_MAX_CONCURRENCY, EMBEDDED_MAX_TOKENS
 
 __all__ = [
     "EMBEDDED_MAX_CONCURRENCY",
@@ -68,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         _resolve_settings(args)
         if args.command in ("run", "eval"):
-            from pacore_graph.gc_tuning import fan_out_gc
+            from pacore_graph.control.gc_tuning import fan_out_gc
 
             if args.command == "run":
                 from pacore_graph.cli.run import _run as command

@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pydantic import ValidationError
 
-    from pacore_graph.client import ChatClient
-    from pacore_graph.config import PaCoReConfig
-    from pacore_graph.env_settings import PaCoReSettings
-    from pacore_graph.records import PaCoReResult
-    from pacore_graph.tracing import TraceOptions
+    from pacore_graph.graph.records import PaCoReResult
+    from pacore_graph.llm.client import ChatClient
+    from pacore_graph.otel.spans import TraceOptions
+    from pacore_graph.settings.config import PaCoReConfig
+    from pacore_graph.settings.env_settings import PaCoReSettings
 
 __all__ = [
     "EXIT_FAILED",
@@ -139,7 +139,7 @@ def _resolve_settings(args: argparse.Namespace) -> None:
     """
     from pydantic import ValidationError
 
-    from pacore_graph.env_settings import format_settings_error, load_settings
+    from pacore_graph.settings.env_settings import format_settings_error, load_settings
 
     fields: tuple[str, ...] = getattr(args, "settings_fields", ())
     if not fields:
@@ -192,8 +192,8 @@ async def _endpoint(args: argparse.Namespace) -> AsyncIterator[_Endpoint]:
 @contextlib.contextmanager
 def _tracing(args: argparse.Namespace) -> Iterator[TraceOptions]:
     """Trace options for the run; flushes and shuts the exporter down at the end."""
-    from pacore_graph.telemetry import TracingConfigError, configure_tracing, exporter_kinds
-    from pacore_graph.tracing import TraceOptions
+    from pacore_graph.otel.exporters import TracingConfigError, configure_tracing, exporter_kinds
+    from pacore_graph.otel.spans import TraceOptions
 
     capture = True if args.trace_content else None
     try:
@@ -211,10 +211,10 @@ def _tracing(args: argparse.Namespace) -> Iterator[TraceOptions]:
 
 
 def _client(args: argparse.Namespace, endpoint: _Endpoint, config: PaCoReConfig) -> ChatClient:
-    from pacore_graph.multi_client import chat_client_for
+    from pacore_graph.llm.multi_client import chat_client_for
 
     if args.client == "langchain":
-        from pacore_graph.langchain_client import LangChainChatClient, make_chat_model
+        from pacore_graph.llm.langchain_client import LangChainChatClient, make_chat_model
 
         if len(endpoint.base_urls) > 1:
             raise UsageError("--client langchain takes one --base-url; use the direct client")
@@ -246,7 +246,7 @@ def _prepare(args: argparse.Namespace) -> tuple[PaCoReConfig, Any]:
     """Config and compactor from the shared options; UsageError when they are invalid."""
     from pydantic import ValidationError
 
-    from pacore_graph.compaction import compactor_from_name
+    from pacore_graph.graph.compaction import compactor_from_name
 
     try:
         config = _config(args, embedded=not args.base_url)
@@ -272,8 +272,8 @@ async def _checkpointer(
     """
     import logging
 
-    from pacore_graph.checkpoint import default_checkpoint_path, open_checkpointer
-    from pacore_graph.store_guard import DEFAULT_STORE_RETRY_S
+    from pacore_graph.runs.checkpoint import default_checkpoint_path, open_checkpointer
+    from pacore_graph.runs.store_guard import DEFAULT_STORE_RETRY_S
 
     if retry_s is not None and not retry_s >= 0:
         raise UsageError(f"--checkpoint-timeout must be >= 0 seconds, got {retry_s}")
@@ -293,7 +293,7 @@ async def _checkpointer(
 @contextlib.contextmanager
 def _output_lock(output: Path, flag: str) -> Iterator[None]:
     """Hold ``output``'s lock for the block; a UsageError when another process holds it."""
-    from pacore_graph.output_lock import OutputLockedError, hold_output_lock
+    from pacore_graph.runs.output_lock import OutputLockedError, hold_output_lock
 
     try:
         with hold_output_lock(output):

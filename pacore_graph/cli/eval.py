@@ -26,7 +26,7 @@ __all__ = ["_eval"]
 async def _eval(args: argparse.Namespace) -> int:
     from pacore_graph.eval.graders import grader_from_name
     from pacore_graph.eval.methods import parse_methods
-    from pacore_graph.runner import read_dataset
+    from pacore_graph.runs.runner import read_dataset
 
     if args.samples < 1:
         raise UsageError(f"--samples must be >= 1, got {args.samples}")

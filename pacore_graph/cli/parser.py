@@ -1,6 +1,6 @@
 """The ``pacore`` argument parser: every subcommand, its flags and their help.
 
-Model options come from one table (:mod:`pacore_graph.options`); this module
+Model options come from one table (:mod:`pacore_graph.settings.options`); this module
 only says which command lists which of them, plus each command's own flags.
 It imports nothing heavy: ``pacore --help`` builds it.
 """
@@ -12,8 +12,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pacore_graph.filenames import EVAL_CHECKPOINT_FILE, RUN_CHECKPOINT_SUFFIX
-from pacore_graph.options import (
+from pacore_graph.runs.filenames import EVAL_CHECKPOINT_FILE, RUN_CHECKPOINT_SUFFIX
+from pacore_graph.settings.options import (
     MODEL_OPTIONS,
     SAMPLING_OPTION_NAMES,
     TEXT_GRAPH_ONLY,
@@ -37,7 +37,7 @@ _GRADER_HELP = (
 
 
 def _quorum(text: str) -> float | int:
-    from pacore_graph.quorum import parse_quorum
+    from pacore_graph.control.quorum import parse_quorum
 
     try:
         return parse_quorum(text)

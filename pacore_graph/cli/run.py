@@ -30,9 +30,9 @@ from pacore_graph.cli.common import (
 )
 
 if TYPE_CHECKING:
-    from pacore_graph.config import PaCoReConfig
-    from pacore_graph.records import PaCoReResult
-    from pacore_graph.tracing import TraceOptions
+    from pacore_graph.graph.records import PaCoReResult
+    from pacore_graph.otel.spans import TraceOptions
+    from pacore_graph.settings.config import PaCoReConfig
 
 __all__ = ["_run"]
 
@@ -56,7 +56,7 @@ async def _run(args: argparse.Namespace) -> int:
     records: list[Any] = []
     input_errors: list[Any] = []
     if args.input is not None:
-        from pacore_graph.runner import read_dataset
+        from pacore_graph.runs.runner import read_dataset
 
         _readable_file(args.input, "--input")
         records, input_errors = read_dataset(args.input)
@@ -91,12 +91,12 @@ async def _run_with(
         # The embedded server takes a second or two to load its model in its own
         # process: import LangGraph (~0.8 s of CPU) meanwhile, not after.
         importing = asyncio.get_running_loop().run_in_executor(
-            None, importlib.import_module, "pacore_graph.graph"
+            None, importlib.import_module, "pacore_graph.graph.builder"
         )
     async with _endpoint(args) as endpoint:
         if importing is not None:
             await importing
-        from pacore_graph.graph import ainvoke_pacore, build_pacore_graph
+        from pacore_graph.graph.builder import ainvoke_pacore, build_pacore_graph
 
         client = _client(args, endpoint, config)
         try:
@@ -117,7 +117,7 @@ async def _run_with(
                         _write_question_result(args.output, args.question, result)
                     print(json.dumps(result.to_dict(), ensure_ascii=False))
                     return 0
-                from pacore_graph.live import run_live
+                from pacore_graph.runs.live import run_live
 
                 result, streamed = await run_live(
                     graph,
@@ -132,7 +132,7 @@ async def _run_with(
                 print()
                 print(_summary(result))
                 return 0
-            from pacore_graph.runner import run_dataset
+            from pacore_graph.runs.runner import run_dataset
 
             async with _checkpointer(
                 args.checkpoint, args.output, retry_s=args.checkpoint_timeout
@@ -171,7 +171,7 @@ async def _run_with(
 def _template(path: Path | None) -> str:
     """The synthesis template: the packaged one, or the user's file (read before any call)."""
     if path is None:
-        from pacore_graph.prompts import SYNTHESIS_TEMPLATE
+        from pacore_graph.graph.prompts import SYNTHESIS_TEMPLATE
 
         return SYNTHESIS_TEMPLATE
     _readable_file(path, "--template")
@@ -183,8 +183,8 @@ def _template(path: Path | None) -> str:
 
 def _write_question_result(path: Path, question: str, result: PaCoReResult) -> None:
     """``pacore run "Q" --output F``: F gets the run's results line, as a dataset run writes."""
-    from pacore_graph.atomic import write_lines_atomic
-    from pacore_graph.runner import DatasetRecord, result_line
+    from pacore_graph.runs.atomic import write_lines_atomic
+    from pacore_graph.runs.runner import DatasetRecord, result_line
 
     record = DatasetRecord(
         id=result.problem_id or "question",

@@ -23,8 +23,8 @@ def _serve(args: argparse.Namespace) -> int:
 
     from pydantic import ValidationError
 
-    from pacore_graph.compaction import compactor_from_name
-    from pacore_graph.config import RetryPolicy, SamplingParams
+    from pacore_graph.graph.compaction import compactor_from_name
+    from pacore_graph.settings.config import RetryPolicy, SamplingParams
 
     try:
         from pacore_graph.serve import API_KEY_ENV_VAR, ServeSettings, serve

@@ -13,7 +13,7 @@ __all__ = ["_swe"]
 
 async def _swe(args: argparse.Namespace) -> int:
     from pacore_graph.graphs.pacore_swe import check_repository, run_swe
-    from pacore_graph.langchain_client import aclose_chat_model, make_chat_model
+    from pacore_graph.llm.langchain_client import aclose_chat_model, make_chat_model
 
     if not args.base_url or not args.model:
         raise UsageError(

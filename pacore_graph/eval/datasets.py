@@ -8,7 +8,7 @@ can catch. :func:`arithmetic_problems` reproduces it (operands uniform in
 exponentiation modulo a fixed prime); :func:`easy_arithmetic_problems` is the
 same generator with two-digit operands, for models too small for the real one.
 
-Every record is one line of the format :func:`pacore_graph.runner.read_dataset`
+Every record is one line of the format :func:`pacore_graph.runs.runner.read_dataset`
 reads::
 
     {"id": "arith-0-3", "messages": [{"role": "user", "content": "What is ... \\boxed{}."}],
@@ -28,8 +28,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from pacore_graph.atomic import write_lines_atomic
-from pacore_graph.jsonl import BadLine, read_lines
+from pacore_graph.runs.atomic import write_lines_atomic
+from pacore_graph.runs.jsonl import BadLine, read_lines
 
 __all__ = [
     "ARITHMETIC_OPS",
@@ -195,7 +195,7 @@ def write_jsonl(records: Iterable[Mapping[str, Any]], path: str | Path) -> int:
 def load_jsonl(path: str | Path) -> list[dict[str, Any]]:
     """Read a JSONL file of objects; blank lines are skipped.
 
-    Strict, unlike :func:`~pacore_graph.runner.read_dataset` (which skips bad
+    Strict, unlike :func:`~pacore_graph.runs.runner.read_dataset` (which skips bad
     lines and reports them): this is for files this module wrote or ships, so
     a bad line is a broken file and raises with its line number.
     """

@@ -7,7 +7,7 @@ share one limit on samples in flight. Every run is appended to
 sample): a re-run with the same ``DIR`` skips what already succeeded and
 retries what failed; with a ``checkpointer`` (the CLI's default: SQLite in
 ``DIR``) a killed run also resumes each unfinished run where it stopped
-(:mod:`pacore_graph.fanout`). At the end ``DIR/report.json``, ``DIR/report.md`` and
+(:mod:`pacore_graph.runs.fanout`). At the end ``DIR/report.json``, ``DIR/report.md`` and
 ``DIR/scaling.png`` are written from the whole file.
 """
 
@@ -21,12 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from pacore_graph.answers import problem_text
-from pacore_graph.atomic import write_text_atomic
-from pacore_graph.checkpoint import DEFAULT_DURABILITY, Durability
-from pacore_graph.client import ChatClient
-from pacore_graph.compaction import Compactor
-from pacore_graph.config import PaCoReConfig
+from pacore_graph.control.limits import SequenceLimiter
 from pacore_graph.eval.graders import (
     Grade,
     Grader,
@@ -37,14 +32,19 @@ from pacore_graph.eval.graders import (
 from pacore_graph.eval.methods import MethodSpec, build_method_graph
 from pacore_graph.eval.plot import plot_scaling
 from pacore_graph.eval.report import MethodStats, summarize, write_report
-from pacore_graph.fanout import Job, run_jobs
-from pacore_graph.jsonl import iter_objects, open_append
-from pacore_graph.limits import SequenceLimiter
-from pacore_graph.progress import progress_bar
-from pacore_graph.records import PaCoReResult
-from pacore_graph.results_file import ResultLine, compact_results, read_results
-from pacore_graph.runner import DatasetRecord
-from pacore_graph.tracing import TraceOptions
+from pacore_graph.graph.answers import problem_text
+from pacore_graph.graph.compaction import Compactor
+from pacore_graph.graph.records import PaCoReResult
+from pacore_graph.llm.client import ChatClient
+from pacore_graph.otel.spans import TraceOptions
+from pacore_graph.runs.atomic import write_text_atomic
+from pacore_graph.runs.checkpoint import DEFAULT_DURABILITY, Durability
+from pacore_graph.runs.fanout import Job, run_jobs
+from pacore_graph.runs.jsonl import iter_objects, open_append
+from pacore_graph.runs.progress import progress_bar
+from pacore_graph.runs.results_file import ResultLine, compact_results, read_results
+from pacore_graph.runs.runner import DatasetRecord
+from pacore_graph.settings.config import PaCoReConfig
 
 __all__ = ["EvalOutcome", "completed_runs", "run_eval"]
 

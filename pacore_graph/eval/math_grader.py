@@ -41,14 +41,6 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
 
-from pacore_graph.answers import (
-    extract_answer,
-    extract_boxed,
-    is_expression,
-    is_restatement,
-    split_conclusion,
-    stated_answer_present,
-)
 from pacore_graph.eval.answer_size import cost_problem, number_before_unit
 from pacore_graph.eval.grade import (
     Grade,
@@ -59,6 +51,14 @@ from pacore_graph.eval.grade import (
     last_line,
     no_ground_truth,
     normalize_text,
+)
+from pacore_graph.graph.answers import (
+    extract_answer,
+    extract_boxed,
+    is_expression,
+    is_restatement,
+    split_conclusion,
+    stated_answer_present,
 )
 
 __all__ = ["MathGrader"]
@@ -177,7 +177,7 @@ def _require_math_verify() -> None:
 class MathGrader:
     r"""Math answer equivalence with math-verify: LaTeX, fractions, numbers, units.
 
-    The response is reduced to its answer as :mod:`pacore_graph.answers` reads
+    The response is reduced to its answer as :mod:`pacore_graph.graph.answers` reads
     it: the last ``\boxed{}`` of the conclusion (math-verify alone would read
     several boxed answers as one set) or an explicit "the answer is X"; when
     there is neither, the last ``tail_chars`` characters of the conclusion go

@@ -16,15 +16,15 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from pacore_graph.client import ChatClient
-from pacore_graph.compaction import Compactor
-from pacore_graph.config import MAX_ROUND_WIDTH, PRESETS, PaCoReConfig
-from pacore_graph.graph import build_pacore_graph
+from pacore_graph.control.limits import SequenceLimiter
+from pacore_graph.graph.builder import build_pacore_graph
+from pacore_graph.graph.compaction import Compactor
 from pacore_graph.graphs.majority import build_majority_graph
 from pacore_graph.graphs.refine import build_refine_graph
 from pacore_graph.graphs.single import build_single_graph
-from pacore_graph.limits import SequenceLimiter
-from pacore_graph.tracing import TraceOptions
+from pacore_graph.llm.client import ChatClient
+from pacore_graph.otel.spans import TraceOptions
+from pacore_graph.settings.config import MAX_ROUND_WIDTH, PRESETS, PaCoReConfig
 
 __all__ = ["FAMILIES", "MethodSpec", "build_method_graph", "parse_method", "parse_methods"]
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pacore_graph.atomic import write_text_atomic
+from pacore_graph.runs.atomic import write_text_atomic
 
 __all__ = [
     "CI_Z",

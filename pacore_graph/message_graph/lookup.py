@@ -1,6 +1,6 @@
 """Finding one run in a ``results.jsonl`` of ``pacore run`` or ``pacore eval``.
 
-A thin lookup over the results-file model (:mod:`pacore_graph.results_file`,
+A thin lookup over the results-file model (:mod:`pacore_graph.runs.results_file`,
 which reads run lines and eval lines for every command): it picks the last
 successful run of a problem and says what is available when that run is not
 there.
@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from pacore_graph.errors import PaCoReError
-from pacore_graph.records import PaCoReResult
-from pacore_graph.results_file import ResultLine, read_results
+from pacore_graph.graph.records import PaCoReResult
+from pacore_graph.runs.results_file import ResultLine, read_results
 
 __all__ = ["ResultLookupError", "load_result"]
 
@@ -47,7 +47,7 @@ def load_result(
 ) -> tuple[PaCoReResult, Any]:
     """Find one run in a results file; return its result and its ground truth (or None).
 
-    Reads both shapes (:mod:`pacore_graph.results_file`): ``pacore run``
+    Reads both shapes (:mod:`pacore_graph.runs.results_file`): ``pacore run``
     output (the problem is matched by ``request_id``, ``id`` or
     ``problem_id``) and ``pacore eval`` output (matched by ``problem_id`` and
     ``sample``, and by ``method`` when given; ``method`` is required when the

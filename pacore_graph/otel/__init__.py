@@ -8,6 +8,6 @@
   attribute names (from the conventions package) and which provider a
   server is.
 
-``pacore_graph.tracing`` and ``pacore_graph.telemetry`` are the old names of
+``pacore_graph.otel.spans`` and ``pacore_graph.otel.exporters`` are the old names of
 ``spans`` and ``exporters`` and re-export them unchanged.
 """

@@ -24,7 +24,7 @@ the reference's position (1-based, as in the prompt) as a link attribute.
 run as one session. A chat span also says where the call went
 (``server.address``/``server.port``), who serves the model
 (``gen_ai.provider.name``, see :func:`~pacore_graph.otel.conventions.provider_name`),
-the sample's seed (``gen_ai.request.seed``, see :mod:`pacore_graph.seeds`)
+the sample's seed (``gen_ai.request.seed``, see :mod:`pacore_graph.graph.seeds`)
 and the model that answered
 (``gen_ai.response.model``); the explorer reports the request and the response
 with :func:`record_chat_request` and :func:`record_chat_response`. Prompt and
@@ -46,9 +46,9 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, StatusCode, Tracer
 
-from pacore_graph.config import PaCoReConfig
+from pacore_graph.graph.records import PaCoReResult, Trajectory
 from pacore_graph.otel import conventions as semconv
-from pacore_graph.records import PaCoReResult, Trajectory
+from pacore_graph.settings.config import PaCoReConfig
 
 __all__ = [
     "CAPTURE_CONTENT_ENV",

@@ -32,7 +32,6 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from pacore_graph.answers import problem_text
 from pacore_graph.eval.graders import (
     Grade,
     Grader,
@@ -40,11 +39,12 @@ from pacore_graph.eval.graders import (
     grade_response,
     ground_truth_answer,
 )
-from pacore_graph.graph import normalize_conversation
-from pacore_graph.jsonl import BadLine
-from pacore_graph.prompts import SYNTHESIS_TEMPLATE, synthesis_messages
-from pacore_graph.records import PaCoReResult, Trajectory, trajectory_id
-from pacore_graph.results_file import ResultLine, read_results
+from pacore_graph.graph.answers import problem_text
+from pacore_graph.graph.nodes import normalize_conversation
+from pacore_graph.graph.prompts import SYNTHESIS_TEMPLATE, synthesis_messages
+from pacore_graph.graph.records import PaCoReResult, Trajectory, trajectory_id
+from pacore_graph.runs.jsonl import BadLine
+from pacore_graph.runs.results_file import ResultLine, read_results
 
 __all__ = [
     "EPISODE_SCHEMA_VERSION",
@@ -258,7 +258,7 @@ def iter_result_runs(path: str | Path) -> Iterator[ResultRun | SkippedLine]:
     """Each line of a results file as a :class:`ResultRun` or a :class:`SkippedLine`.
 
     The lines are read by the one results-file model
-    (:mod:`pacore_graph.results_file`); a run without a ``run_id`` is named
+    (:mod:`pacore_graph.runs.results_file`); a run without a ``run_id`` is named
     by its file and line, so the same file read twice yields the same ids.
     """
     p = Path(path)

@@ -36,11 +36,11 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import IO, Any
 
-from pacore_graph.answers import problem_text
-from pacore_graph.compaction import compactor_from_name
 from pacore_graph.eval.graders import Grader, auto_grader, grade_response, ground_truth_answer
-from pacore_graph.graph import normalize_conversation
-from pacore_graph.prompts import SYNTHESIS_TEMPLATE, synthesis_messages
+from pacore_graph.graph.answers import problem_text
+from pacore_graph.graph.compaction import compactor_from_name
+from pacore_graph.graph.nodes import normalize_conversation
+from pacore_graph.graph.prompts import SYNTHESIS_TEMPLATE, synthesis_messages
 from pacore_graph.rl import require_rl
 from pacore_graph.rl.episodes import chat_message
 from pacore_graph.rl.pool import (

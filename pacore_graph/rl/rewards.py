@@ -18,8 +18,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pacore_graph.answers import problem_text
-from pacore_graph.compaction import Compactor, ConclusionCompactor, compactor_from_name
 from pacore_graph.eval.graders import (
     Grade,
     Grader,
@@ -27,7 +25,9 @@ from pacore_graph.eval.graders import (
     grade_response,
     grader_from_name,
 )
-from pacore_graph.records import Trajectory
+from pacore_graph.graph.answers import problem_text
+from pacore_graph.graph.compaction import Compactor, ConclusionCompactor, compactor_from_name
+from pacore_graph.graph.records import Trajectory
 
 __all__ = [
     "PaCoReReward",

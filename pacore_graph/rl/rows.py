@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from pacore_graph.atomic import write_lines_atomic
 from pacore_graph.rl import require_rl
+from pacore_graph.runs.atomic import write_lines_atomic
 
 __all__ = ["ROW_FORMATS", "check_row_format", "write_jsonl", "write_rows"]
 

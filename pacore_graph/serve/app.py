@@ -19,7 +19,7 @@ Lifecycle rules a client can rely on:
   503 meanwhile.
 - Bodies are JSON only, bounded in size, depth and read time
   (:mod:`pacore_graph.serve.guard`); what a request asks for is capped by
-  the server's :class:`~pacore_graph.request_limits.RequestLimits`.
+  the server's :class:`~pacore_graph.settings.request_limits.RequestLimits`.
 - An error a client sees never quotes an upstream: no URL, no body text. A
   failed model call is named by its kind, HTTP status and upstream index
   (:meth:`~pacore_graph.errors.ModelCallError.public_message`), a failed round
@@ -44,13 +44,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from pacore_graph.client import ChatClient
-from pacore_graph.config import PaCoReConfig
+from pacore_graph.control.limits import SequenceLimiter
 from pacore_graph.errors import ModelCallError, RoundFailedError
-from pacore_graph.graph import build_pacore_graph
-from pacore_graph.limits import SequenceLimiter
-from pacore_graph.multi_client import chat_client_for
-from pacore_graph.records import PaCoReResult
+from pacore_graph.graph.builder import build_pacore_graph
+from pacore_graph.graph.records import PaCoReResult
+from pacore_graph.llm.client import ChatClient
+from pacore_graph.llm.multi_client import chat_client_for
 from pacore_graph.serve.errors import APIError, error_body, error_response
 from pacore_graph.serve.guard import BodyGuard, decode_json
 from pacore_graph.serve.model_names import LISTED_MODELS
@@ -64,6 +63,7 @@ from pacore_graph.serve.protocol import (
 )
 from pacore_graph.serve.settings import ServeSettings
 from pacore_graph.serve.streaming import ProgressTranslator, StreamChunks, sse, sse_done
+from pacore_graph.settings.config import PaCoReConfig
 
 __all__ = ["ServeState", "create_app"]
 

@@ -10,7 +10,7 @@ as with ``pacore run --rounds 8,2``).
 
 from __future__ import annotations
 
-from pacore_graph.config import MAX_ROUND_WIDTH, PRESETS
+from pacore_graph.settings.config import MAX_ROUND_WIDTH, PRESETS
 
 __all__ = ["LISTED_MODELS", "parse_model_name"]
 

@@ -15,7 +15,7 @@ model name's widths) and ``compactor`` (``conclusion``, ``answer``,
 imported).
 
 Every request goes through the server's
-:class:`~pacore_graph.request_limits.RequestLimits`, the validator the graph
+:class:`~pacore_graph.settings.request_limits.RequestLimits`, the validator the graph
 and the CLI share: the rounds it asks for (by model name ``pacore:K1,K2,..``
 or ``rounds``) and its ``max_tokens`` over a cap get a 400 naming the field.
 """
@@ -30,13 +30,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from pacore_graph.compactor_registry import CompactorRegistry
-from pacore_graph.config import PaCoReConfig, SamplingParams
-from pacore_graph.graph import normalize_conversation
-from pacore_graph.records import PaCoReResult
-from pacore_graph.request_limits import RequestLimitError, RequestLimits
+from pacore_graph.graph.compactor_registry import CompactorRegistry
+from pacore_graph.graph.nodes import normalize_conversation
+from pacore_graph.graph.records import PaCoReResult
 from pacore_graph.serve.errors import APIError
 from pacore_graph.serve.model_names import parse_model_name
+from pacore_graph.settings.config import PaCoReConfig, SamplingParams
+from pacore_graph.settings.request_limits import RequestLimitError, RequestLimits
 
 __all__ = [
     "RunRequest",

@@ -5,9 +5,9 @@ from __future__ import annotations
 import urllib.parse
 from dataclasses import dataclass, field
 
-from pacore_graph.compactor_registry import CompactorRegistry
-from pacore_graph.config import RetryPolicy, SamplingParams
-from pacore_graph.request_limits import RequestLimitError, RequestLimits
+from pacore_graph.graph.compactor_registry import CompactorRegistry
+from pacore_graph.settings.config import RetryPolicy, SamplingParams
+from pacore_graph.settings.request_limits import RequestLimitError, RequestLimits
 
 __all__ = [
     "API_KEY_ENV_VAR",

@@ -25,7 +25,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pacore_graph.records import PaCoReResult, Trajectory
+from pacore_graph.graph.records import PaCoReResult, Trajectory
 
 __all__ = ["ProgressTranslator", "StreamChunks", "ThinkSplitter", "sse", "sse_done"]
 

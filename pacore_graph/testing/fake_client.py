@@ -1,4 +1,4 @@
-"""An in-process :class:`~pacore_graph.client.ChatClient` that answers by input.
+"""An in-process :class:`~pacore_graph.llm.client.ChatClient` that answers by input.
 
 Like pydantic-ai's ``FunctionModel``: a function of the request decides the
 reply, so K parallel explorers get answers that do not depend on scheduling.
@@ -14,9 +14,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pacore_graph.config import SamplingParams
 from pacore_graph.errors import ModelCallError
-from pacore_graph.records import Completion
+from pacore_graph.graph.records import Completion
+from pacore_graph.settings.config import SamplingParams
 
 __all__ = ["FakeCall", "FakeChatClient", "FakeReply"]
 

@@ -1,0 +1,243 @@
+"""Explorers: what runs for each of the K parallel trajectories of a round.
+
+The round node sends each explorer an :class:`ExploreTask` (its round, index,
+the shared prompt P(x, M) and a seed); the explorer returns a
+:class:`~pacore_graph.graph.records.Trajectory`. Failures are *recorded*: an explorer
+catches the model error and returns a trajectory with ``error`` set, so one bad
+call never sinks its siblings.
+
+- :class:`ChatExplorer` is the plain explorer, one chat call. It runs as a
+  plain LangGraph node rather than a one-node compiled subgraph because a
+  subgraph costs about 3x the scheduling per ``Send`` (measured in
+  ``benchmarks/``), and a PaCoRe run sends thousands.
+- :class:`ExploreGroup` is the ``Send`` payload when the plain explorer's
+  calls are ``n``-batched: the K explorers of a round go to the ``explore``
+  node together, which runs them as K asyncio tasks. Their samples come
+  back in one ``n=K`` response anyway, so K LangGraph tasks would buy
+  nothing (no earlier results, no finer-grained pending writes) and cost
+  about 0.3 ms of scheduling and 15 KB of task state each.
+- :class:`GraphExplorer` plugs in any compiled LangGraph graph (for example a
+  model <-> tool loop) whose input has a ``task`` key and whose output has a
+  ``trajectory`` key; it runs as a real subgraph, with its own steps visible
+  in ``astream(subgraphs=True)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from langchain_core.runnables import RunnableConfig
+
+from pacore_graph.errors import ModelCallError
+from pacore_graph.graph.records import Trajectory
+from pacore_graph.graph.streaming import (
+    StreamingChatClient,
+    TokenStream,
+    answer_message_id,
+    wants_tokens,
+)
+from pacore_graph.llm.batching import SampleBatcher
+from pacore_graph.otel.spans import record_chat_request, record_chat_response
+from pacore_graph.settings.config import SamplingParams
+
+__all__ = [
+    "ChatExplorer",
+    "ExploreGroup",
+    "ExploreTask",
+    "Explorer",
+    "GraphExplorer",
+    "failed_trajectory",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExploreTask:
+    """What one explorer is asked to do: the ``Send`` payload of a round.
+
+    ``messages`` is the same tuple object for all K explorers of a round (no
+    copies); ``references`` are the previous-round indices of the messages in
+    it, in prompt order.
+    """
+
+    run_id: str
+    problem_id: str | None
+    round: int
+    index: int
+    width: int
+    messages: tuple[Mapping[str, Any], ...]
+    references: tuple[int, ...] = ()
+    seed: int | None = None
+    stream: bool = False
+    """The final K=1 round: its tokens stream when a ``messages`` stream listens."""
+    params: SamplingParams | None = None
+    """This run's sampling settings (the graph's, or the per-run ones from ``configurable``)."""
+
+    def __post_init__(self) -> None:
+        # A checkpointed Send comes back with lists (msgpack); keep the tuples.
+        if type(self.messages) is not tuple:
+            object.__setattr__(self, "messages", tuple(self.messages))
+        if type(self.references) is not tuple:
+            object.__setattr__(self, "references", tuple(self.references))
+
+    @property
+    def group(self) -> tuple[str, int]:
+        """Explorers of one round share a prompt, and so a batch."""
+        return (self.run_id, self.round)
+
+
+@dataclass(frozen=True, slots=True)
+class ExploreGroup:
+    """The explorers of one round sent as one ``Send`` (see the module docstring).
+
+    Each task keeps its own index and seed; records, spans and stream events
+    stay per trajectory.
+    """
+
+    tasks: tuple[ExploreTask, ...]
+
+    def __post_init__(self) -> None:
+        if not self.tasks:
+            raise ValueError("an ExploreGroup needs at least one task")
+        if type(self.tasks) is not tuple:  # restored from a checkpoint as a list
+            object.__setattr__(self, "tasks", tuple(self.tasks))
+
+    @property
+    def run_id(self) -> str:
+        return self.tasks[0].run_id
+
+    @property
+    def round(self) -> int:
+        return self.tasks[0].round
+
+
+@runtime_checkable
+class Explorer(Protocol):
+    """Produces one trajectory for one task; must not raise for a failed model call."""
+
+    async def explore(self, task: ExploreTask, config: RunnableConfig) -> Trajectory: ...
+
+
+def failed_trajectory(
+    task: ExploreTask, error: BaseException | str, latency_s: float = 0.0
+) -> Trajectory:
+    """The record of an explorer whose call failed: error kept, no message."""
+    text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+    return Trajectory(
+        round=task.round,
+        index=task.index,
+        error=text,
+        references=task.references,
+        latency_s=latency_s,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ChatExplorer:
+    """The plain explorer: one sample of the round's prompt."""
+
+    batcher: SampleBatcher
+
+    async def explore(self, task: ExploreTask, config: RunnableConfig) -> Trajectory:
+        seed = task.seed  # this explorer's own (pacore_graph.graph.seeds), batched or not
+        record_chat_request(self.batcher.client, seed=seed)  # on this explorer's span
+        try:
+            if task.stream and wants_tokens(config):
+                c = await self._stream(task, config, seed)
+            else:
+                c = await self.batcher.sample(
+                    task.messages,
+                    group=task.group,
+                    expected=task.width,
+                    seed=seed,
+                    params=task.params,
+                )
+        except ModelCallError as exc:
+            return failed_trajectory(task, str(exc))
+        if c.seed is not None and c.seed != seed:
+            # Batched: the span says the seed the shared n-sample request carried.
+            record_chat_request(self.batcher.client, seed=c.seed)
+        record_chat_response(c.model)
+        return Trajectory(
+            round=task.round,
+            index=task.index,
+            content=c.content,
+            reasoning=c.reasoning,
+            finish_reason=c.finish_reason,
+            prompt_tokens=c.prompt_tokens,
+            completion_tokens=c.completion_tokens,
+            latency_s=c.latency_s,
+            references=task.references,
+            tokens_estimated=c.tokens_estimated,
+            logprobs=c.logprobs,
+            token_ids=c.token_ids,
+        )
+
+    async def _stream(self, task: ExploreTask, config: RunnableConfig, seed: int | None) -> Any:
+        """The final call over SSE, its deltas reported as LangChain token events."""
+        client = self.batcher.client
+        if not isinstance(client, StreamingChatClient):
+            return await self.batcher.sample(
+                task.messages, group=task.group, expected=1, seed=seed, params=task.params
+            )
+        tokens = TokenStream(config, message_id=answer_message_id(task.run_id), model=client.model)
+        await tokens.start(task.messages)
+        completion = None
+        try:
+            async with self.batcher.limiter.hold(1):
+                completion = await client.stream(
+                    task.messages,
+                    params=task.params or self.batcher.params,
+                    seed=seed,
+                    on_delta=tokens.on_delta,
+                )
+        except BaseException as exc:
+            await tokens.end(None, exc)
+            raise
+        await tokens.end(completion, None)
+        return completion
+
+
+@dataclass(frozen=True, slots=True)
+class GraphExplorer:
+    """Runs a compiled LangGraph graph per trajectory: ``{"task"}`` in, ``{"trajectory"}`` out.
+
+    In a PaCoRe graph it becomes a real subgraph of the ``explore`` node: its
+    nodes show in ``get_graph(xray=True)``, its steps stream with
+    ``astream(subgraphs=True)`` and are checkpointed with the parent's.
+    ``release(task)``, if given, is awaited when the trajectory is done,
+    whatever happened (the tool explorer closes its workspace there).
+    """
+
+    graph: Any
+    release: Callable[[ExploreTask], Awaitable[None]] | None = None
+
+    def __post_init__(self) -> None:
+        if not hasattr(self.graph, "ainvoke"):
+            raise TypeError("GraphExplorer needs a compiled LangGraph graph (with ainvoke)")
+
+    @property
+    def name(self) -> str:
+        """The explorer graph's name (traces show ``invoke_agent {name}``)."""
+        return str(getattr(self.graph, "name", None) or "explorer")
+
+    def trajectory_of(self, out: Any) -> Trajectory:
+        """The ``trajectory`` the explorer graph returned; TypeError if it returned none."""
+        trajectory = out.get("trajectory") if isinstance(out, Mapping) else None
+        if not isinstance(trajectory, Trajectory):
+            raise TypeError(
+                "an explorer graph must return a 'trajectory' key holding a Trajectory; "
+                f"got keys {sorted(out) if isinstance(out, Mapping) else type(out).__name__}"
+            )
+        return trajectory
+
+    async def explore(self, task: ExploreTask, config: RunnableConfig) -> Trajectory:
+        try:
+            out = await self.graph.ainvoke({"task": task}, config)
+        except ModelCallError as exc:
+            return failed_trajectory(task, str(exc))
+        finally:
+            if self.release is not None:
+                await self.release(task)
+        return self.trajectory_of(out)

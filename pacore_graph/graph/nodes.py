@@ -1,0 +1,489 @@
+"""The PaCoRe graph's nodes, as methods of one small object that holds their parts.
+
+:func:`~pacore_graph.graph.builder.build_pacore_graph` validates the parts (config,
+compactor, template, explorer, aggregator, tracer) once and hands them to a
+:class:`PaCoReNodes`; the builder then only wires its methods into a
+``StateGraph``. Keeping the nodes here, rather than as closures inside the
+builder, is what lets each one be called and tested on its own: ``await
+nodes.round_node(state, config)`` needs no graph around it.
+
+The nodes never mutate what they receive: the state's values are the frozen
+records of :mod:`pacore_graph.graph.records`, and each node returns a partial
+update.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import partial
+from typing import Any, cast
+
+from langchain_core.messages import AIMessage, BaseMessage, convert_to_openai_messages
+from langchain_core.runnables import RunnableConfig
+from langgraph.types import Send
+
+from pacore_graph.control.budget import TokenBudget
+from pacore_graph.control.consensus import EarlyStop
+from pacore_graph.control.limits import SequenceLimiter
+from pacore_graph.control.quorum import DROPPED, RoundGate, RoundQuorum
+from pacore_graph.errors import ModelCallError, RoundFailedError
+from pacore_graph.graph.aggregation import Aggregator
+from pacore_graph.graph.compaction import Compactor
+from pacore_graph.graph.compactor_registry import CompactorRegistry
+from pacore_graph.graph.explorer import (
+    ChatExplorer,
+    ExploreGroup,
+    Explorer,
+    ExploreTask,
+    GraphExplorer,
+    failed_trajectory,
+)
+from pacore_graph.graph.prompts import (
+    SYNTHESIS_TEMPLATE,
+    last_user_index,
+    select_references,
+    synthesis_messages,
+)
+from pacore_graph.graph.records import PaCoReResult, Trajectory
+from pacore_graph.graph.seeds import explorer_seed
+from pacore_graph.graph.state import PaCoReState, RunShape
+from pacore_graph.graph.streaming import (
+    answer_message_id,
+    explorer_finished,
+    progress_writer,
+    round_compacted,
+    round_started,
+)
+from pacore_graph.otel.spans import RunTracer
+from pacore_graph.settings.config import PaCoReConfig
+from pacore_graph.settings.per_run import SettingsError, resolve_settings
+from pacore_graph.settings.request_limits import RequestLimits
+
+__all__ = ["PaCoReNodes", "normalize_conversation"]
+
+
+def normalize_conversation(messages: Sequence[Any]) -> list[dict[str, Any]]:
+    """OpenAI-style dicts from LangChain messages or dicts; ValueError if there is no problem."""
+    if not messages:
+        raise ValueError("empty problem: 'messages' must hold at least one user message")
+    converted = convert_to_openai_messages(list(messages))
+    convo = [converted] if isinstance(converted, dict) else list(converted)
+    i = last_user_index(convo)
+    content = convo[i].get("content")
+    if isinstance(content, list):  # content blocks: keep the text
+        content = "".join(
+            b.get("text", "") for b in content if isinstance(b, Mapping) and b.get("type") == "text"
+        )
+        convo[i]["content"] = content
+    if not isinstance(content, str) or not content.strip():
+        raise ValueError("empty problem: the last user message has no text")
+    return convo
+
+
+@dataclass(slots=True, kw_only=True)
+class PaCoReNodes:
+    """Everything the nodes share, validated by the builder; one instance per compiled graph.
+
+    ``explorer`` runs one trajectory (``explore`` wraps it in a span);
+    ``aggregator``, when set, replaces the final K=1 round. ``name`` becomes
+    the ``name`` of the answer's ``AIMessage``.
+    """
+
+    config: PaCoReConfig
+    compactor: Compactor
+    explorer: Explorer
+    tracer: RunTracer
+    aggregator: Aggregator | None = None
+    template: str = SYNTHESIS_TEMPLATE
+    model_name: str | None = None
+    explorer_name: str | None = None
+    name: str = "pacore"
+    limiter: SequenceLimiter | None = None
+    """Held (one unit per trajectory) around a custom explorer; None for the chat explorer,
+    whose batcher holds one unit per sample itself."""
+    compactors: CompactorRegistry = field(default_factory=CompactorRegistry)
+    """The compactor names a run may choose (``configurable.compactor``): never imported."""
+    limits: RequestLimits = field(default_factory=RequestLimits)
+    """Caps on what a run's own settings may ask for (rounds, samples, max_tokens)."""
+    group_sends: bool = field(init=False)
+    """One ``Send`` per round carrying all K tasks (:class:`ExploreGroup`): the chat
+    explorer's calls are ``n``-batched, so its K samples come back together."""
+    schedule: tuple[int, ...] = field(init=False)
+    quorum: RoundQuorum = field(init=False)
+    early_stop: EarlyStop | None = field(init=False)
+    budget: TokenBudget | None = field(init=False)
+    # One gate per round in flight, keyed by (run id, round): in-process state
+    # shared by that round's explorers, dropped when the round is compacted.
+    _gates: dict[tuple[str, int], RoundGate] = field(init=False)
+
+    def __post_init__(self) -> None:
+        cfg = self.config
+        explorer = self.explorer
+        self.group_sends = isinstance(explorer, ChatExplorer) and explorer.batcher.enabled
+        self.schedule = self._schedule(cfg)
+        self.quorum = RoundQuorum(quorum=cfg.round_quorum, deadline=cfg.round_deadline)
+        self.early_stop = (
+            EarlyStop(cfg.early_stop_consensus) if cfg.early_stop_consensus is not None else None
+        )
+        self.budget = TokenBudget(cfg.token_budget) if cfg.token_budget is not None else None
+        self._gates = {}
+
+    # ------------------------------------------------------------------ nodes
+
+    async def prepare(self, state: PaCoReState, config: RunnableConfig) -> dict[str, Any]:
+        """Check the problem and this run's settings; open the run's record (and its span)."""
+        convo = normalize_conversation(state.get("messages") or [])
+        cfg, compactor = resolve_settings(
+            self.config,
+            config.get("configurable"),
+            limits=self.limits,
+            compactors=self.compactors,
+        )
+        run_id = uuid.uuid4().hex
+        schedule = self._schedule(cfg)
+        self.tracer.start_run(run_id, schedule, cfg.preset_name())
+        update: dict[str, Any] = {
+            "run_id": run_id,
+            "started": time.time(),
+            "conversation": tuple(convo),
+            "round": 0,
+            "rounds": (),
+            "pending": None,
+        }
+        if cfg is not self.config:
+            update["settings"] = RunShape(
+                schedule=schedule, sampling=cfg.sampling, preset=cfg.preset_name()
+            )
+        if compactor is not None:
+            update["compactor"] = compactor
+        return update
+
+    def _width(self, state: PaCoReState) -> tuple[int, str | None]:
+        """Round r's width: as planned, unless the token budget shrinks it."""
+        r = state["round"]
+        schedule = self.run_schedule(state)
+        planned = schedule[r]
+        if self.budget is None or r == 0:
+            return planned, None
+        rounds = state["rounds"]
+        decision = self.budget.width(
+            round_index=r,
+            planned=planned,
+            final=self.aggregator is None and r == len(schedule) - 1,
+            spent=sum(t.completion_tokens for rnd in rounds for t in rnd),
+            trajectories_so_far=sum(len(rnd) for rnd in rounds),
+        )
+        return decision.width, decision.reason
+
+    async def round_node(self, state: PaCoReState, config: RunnableConfig) -> dict[str, Any]:
+        """Render P(x, M_{r-1}) once for all K explorers of round r."""
+        r = state["round"]
+        conversation = state["conversation"]
+        width, reason = self._width(state)
+        control = {"width": width, "width_reason": reason}
+        if self.quorum.enabled:
+            self._gates[(state["run_id"], r)] = self.quorum.gate(width)
+        progress_writer()(round_started(r, width))
+        if r == 0:
+            self.tracer.start_round(state["run_id"], r, width, ())
+            return {"prompt": conversation, "prompt_refs": (), **control}
+        refs, texts = select_references(
+            state["rounds"][-1], self.config.shuffle_seed, self.config.reference_order
+        )
+        prompt = synthesis_messages(conversation, texts, self.template)
+        self.tracer.start_round(state["run_id"], r, width, texts)
+        return {"prompt": tuple(prompt), "prompt_refs": refs, **control}
+
+    async def fan_out(self, state: PaCoReState) -> list[Send]:
+        """The round's explorer tasks, each with its index and seed, as ``Send``s.
+
+        One ``Send`` per explorer, or one for the whole round when
+        ``group_sends`` (its K samples are one ``n=K`` request).
+        """
+        r = state["round"]
+        shape = state.get("settings")
+        schedule = self.schedule if shape is None else shape.schedule
+        sampling = self.config.sampling if shape is None else shape.sampling
+        width = state.get("width") or schedule[r]
+        prompt, refs = state["prompt"], state["prompt_refs"]
+        run_id, problem_id = state["run_id"], state.get("problem_id")
+        base_seed = sampling.seed
+        final = self.aggregator is None and r == len(schedule) - 1
+        tasks = [
+            ExploreTask(
+                run_id=run_id,
+                problem_id=problem_id,
+                round=r,
+                index=i,
+                width=width,
+                messages=prompt,
+                references=refs,
+                seed=explorer_seed(base_seed, r, i),
+                stream=final,
+                params=sampling,
+            )
+            for i in range(width)
+        ]
+        if self.group_sends:
+            return [Send("explore", ExploreGroup(tuple(tasks)))]
+        return [Send("explore", task) for task in tasks]
+
+    async def explore(
+        self, task: ExploreTask | ExploreGroup, config: RunnableConfig
+    ) -> dict[str, Any]:
+        """Run the explorer for one trajectory, or a group's concurrently.
+
+        A failed call comes back recorded, not raised; a dropped one (round
+        control) comes back as nothing, and ``compact`` records it.
+        """
+        if isinstance(task, ExploreTask):
+            one = await self._explore_one(task, partial(self._explore_limited, task, config))
+            return {"pending": [] if one is None else [one]}
+        if len(task.tasks) == 1:
+            (only,) = task.tasks
+            found = [await self._explore_one(only, partial(self._explore_limited, only, config))]
+        else:
+            try:
+                async with asyncio.TaskGroup() as tg:  # an error in one cancels its siblings
+                    runs = [
+                        tg.create_task(
+                            self._explore_one(t, partial(self._explore_limited, t, config))
+                        )
+                        for t in task.tasks
+                    ]
+            except BaseExceptionGroup as errors:  # raised as a lone explorer would raise it
+                raise errors.exceptions[0] from None
+            found = [run.result() for run in runs]
+        return {"pending": [t for t in found if t is not None]}
+
+    async def _explore_one(
+        self, task: ExploreTask, call: Callable[[], Awaitable[Trajectory]]
+    ) -> Trajectory | None:
+        """One explorer's trajectory from ``call``, in its span and through the round's gate.
+
+        None when round control dropped it (``compact`` records it as dropped,
+        not failed); every explorer node, plain or subgraph, goes through here.
+        """
+        gate = self._gates.get((task.run_id, task.round)) if self._gates else None
+        with self.tracer.explorer(
+            task.run_id, task.index, task.references, task.messages, self.explorer_name
+        ) as span:
+            if gate is None:
+                trajectory = await call()
+            else:
+                outcome = await gate.run(call)
+                if outcome is DROPPED:
+                    return None
+                trajectory = cast(Trajectory, outcome)
+            span.record(trajectory)
+        progress_writer()(explorer_finished(trajectory))
+        return trajectory
+
+    async def _explore_limited(self, task: ExploreTask, config: RunnableConfig) -> Trajectory:
+        if self.limiter is None:
+            return await self.explorer.explore(task, config)
+        async with self.limiter.hold(1):
+            return await self.explorer.explore(task, config)
+
+    def subgraph_explore(self, explorer: GraphExplorer) -> Callable[..., Awaitable[Any]]:
+        """The ``explore`` node for an explorer graph: it runs as a real subgraph.
+
+        The node's function refers to the compiled graph directly, which is
+        how LangGraph finds a subgraph inside a node: it then shows in
+        ``get_graph(xray=True)``, streams with ``subgraphs=True`` and is
+        checkpointed in the parent's namespace.
+        """
+        subgraph = explorer.graph
+        limiter = self.limiter
+
+        async def run(graph: Any, task: ExploreTask, config: RunnableConfig) -> Trajectory:
+            try:
+                if limiter is None:
+                    out = await graph.ainvoke({"task": task}, config)
+                else:
+                    async with limiter.hold(1):
+                        out = await graph.ainvoke({"task": task}, config)
+                return explorer.trajectory_of(out)
+            except ModelCallError as exc:
+                return failed_trajectory(task, str(exc))
+            finally:
+                if explorer.release is not None:
+                    await explorer.release(task)
+
+        async def explore(task: ExploreTask, config: RunnableConfig) -> dict[str, Any]:
+            try:
+                # ``subgraph`` named here: LangGraph finds a node's subgraph
+                # among the names its function uses.
+                trajectory = await self._explore_one(task, lambda: run(subgraph, task, config))
+            except BaseException as exc:
+                self.fail_run(task, exc)
+                raise
+            return {"pending": [] if trajectory is None else [trajectory]}
+
+        return explore
+
+    async def compact(self, state: PaCoReState, config: RunnableConfig) -> dict[str, Any]:
+        """Fan-in: compact every trajectory and keep the round; fail if none succeeded."""
+        r = state["round"]
+        gate = self._gates.pop((state["run_id"], r), None)
+        done = sorted(state.get("pending") or (), key=lambda t: t.index)
+        name = state.get("compactor")
+        compactor = self.compactor if name is None else self._compactor(name)
+        compacted = tuple(t if t.failed else replace(t, message=compactor.compact(t)) for t in done)
+        note = self._round_note(state, r, compacted, gate)
+        compactor_name = getattr(compactor, "name", type(compactor).__name__)
+        self.tracer.compaction(state["run_id"], compactor_name, compacted)
+        self.tracer.end_round(state["run_id"], compacted)
+        progress_writer()(round_compacted(r, compacted))
+        if not compacted or all(t.failed for t in compacted):
+            errors = [t.error or "" for t in compacted]
+            first = errors[0] if errors else "no explorer returned"
+            raise RoundFailedError(
+                f"round {r}: all {len(compacted)} explorer calls failed; first error: {first}",
+                round_index=r,
+                errors=errors,
+            )
+        update: dict[str, Any] = {
+            "rounds": (*state["rounds"], compacted),
+            "pending": None,
+            "round": r + 1,
+        }
+        if note is not None:
+            update["control"] = (*(state.get("control") or ()), note)
+        schedule = self.run_schedule(state)
+        last = len(schedule) - 1
+        if self.early_stop is not None and r < last:
+            stop = self._early_stop(self.early_stop, state, r, compacted)
+            if stop is not None:
+                update["stopped"] = stop
+                update["round"] = len(schedule)  # route() goes to finalize
+        return update
+
+    def _round_note(
+        self,
+        state: PaCoReState,
+        r: int,
+        compacted: tuple[Trajectory, ...],
+        gate: RoundGate | None,
+    ) -> dict[str, Any] | None:
+        """What round control did to round r (None when it did nothing)."""
+        planned = self.run_schedule(state)[r]
+        width = state.get("width") or planned
+        reason = state.get("width_reason")
+        if gate is None and reason is None and width == planned:
+            return None
+        note: dict[str, Any] = {"round": r, "planned": planned, "width": width}
+        if reason:
+            note["width_reason"] = reason
+        if gate is not None:
+            ran = {t.index for t in compacted}
+            note["finished"] = len(ran)
+            note["dropped"] = [i for i in range(width) if i not in ran]
+            if gate.reason:
+                note["closed_by"] = gate.reason
+        return note
+
+    def _early_stop(
+        self,
+        early_stop: EarlyStop,
+        state: PaCoReState,
+        r: int,
+        compacted: tuple[Trajectory, ...],
+    ) -> dict[str, Any] | None:
+        """The early-stop record when round r's answers agree enough, else None."""
+        found = early_stop.check(compacted)
+        if found is None or found.trajectory is None:
+            return None
+        rounds = (*state["rounds"], compacted)
+        count = sum(len(rnd) for rnd in rounds)
+        per_sample = sum(t.completion_tokens for rnd in rounds for t in rnd) / max(count, 1)
+        skipped = list(self.run_schedule(state)[r + 1 :])
+        return {
+            "round": r,
+            "threshold": early_stop.threshold,
+            "answer": found.answer,
+            "share": round(found.share, 4),
+            "votes": found.votes,
+            "chosen": found.trajectory.id,
+            "skipped_widths": skipped,
+            "tokens_saved_estimate": round(sum(skipped) * per_sample),
+        }
+
+    async def route(self, state: PaCoReState) -> str:
+        """Next round, or the answer."""
+        return "round" if state["round"] < len(self.run_schedule(state)) else "finalize"
+
+    async def finalize(self, state: PaCoReState, config: RunnableConfig) -> dict[str, Any]:
+        """The answer (the final round's message, or the aggregator's choice) and the record."""
+        rounds = state["rounds"]
+        shape = state.get("settings")
+        sampling_params = self.config.sampling if shape is None else shape.sampling
+        sampling = sampling_params.model_dump(mode="json")
+        details: dict[str, Any] = {"run_id": state["run_id"], "sampling": sampling}
+        final: Trajectory
+        stopped = state.get("stopped")
+        control = state.get("control")
+        if control:
+            details["round_control"] = list(control)
+            details["widths_run"] = [len(rnd) for rnd in rounds]
+        if stopped:
+            final = next(t for t in rounds[-1] if t.id == stopped["chosen"])
+            answer = final.message or ""
+            details.update(early_stop=stopped, chosen=final.id)
+        elif self.aggregator is None:
+            final = next(t for t in rounds[-1] if not t.failed)
+            answer = final.message or ""
+        else:
+            verdict = self.aggregator.aggregate(rounds)
+            final, answer = verdict.trajectory, verdict.answer
+            details.update(aggregator=self.aggregator.name, chosen=final.id, **verdict.details)
+        result = PaCoReResult(
+            answer=answer,
+            reasoning=final.reasoning,
+            rounds=rounds,
+            schedule=self.run_schedule(state),
+            problem_id=state.get("problem_id"),
+            wall_s=time.time() - state["started"],
+            model=self.model_name,
+            preset=self.config.preset_name() if shape is None else shape.preset,
+            extra=details,
+        )
+        self.tracer.end_run(state["run_id"], result)
+        extra = {"reasoning_content": final.reasoning} if final.reasoning else {}
+        reply: BaseMessage = AIMessage(
+            content=answer,
+            name=self.name,
+            additional_kwargs=extra,
+            id=answer_message_id(state["run_id"]),
+        )
+        return {"answer": answer, "result": result, "messages": [reply]}
+
+    # ---------------------------------------------------------------- helpers
+
+    def _schedule(self, cfg: PaCoReConfig) -> tuple[int, ...]:
+        return cfg.schedule if self.aggregator is None else cfg.rounds
+
+    def run_schedule(self, state: PaCoReState) -> tuple[int, ...]:
+        """This run's round widths: per-run settings, else the graph's."""
+        shape = state.get("settings")
+        return self.schedule if shape is None else shape.schedule
+
+    def _compactor(self, name: str) -> Compactor:
+        """A run's compactor by name, from the registry only (nothing is imported)."""
+        try:
+            return self.compactors.resolve(name)
+        except ValueError as exc:
+            raise SettingsError(f"configurable.compactor: {exc}") from None
+
+    def fail_run(self, state: Any, exc: BaseException) -> None:
+        """End the run's open spans with an error (a node raised)."""
+        run_id = (
+            state.run_id if isinstance(state, (ExploreTask, ExploreGroup)) else state.get("run_id")
+        )
+        for key in [k for k in self._gates if k[0] == run_id]:
+            del self._gates[key]
+        self.tracer.fail_run(run_id, exc)

@@ -1,0 +1,531 @@
+"""Checkpointers for the PaCoRe graph: which types it stores, and where.
+
+A PaCoRe run's state holds this package's frozen records (trajectories,
+results, the ``ExploreTask`` of every pending ``Send``). LangGraph's
+serializer restores such objects only when their types are *registered*:
+unregistered ones load with a "Deserializing unregistered type" warning
+today and are refused under ``LANGGRAPH_STRICT_MSGPACK=true``.
+:data:`SERDE_ALLOWLIST` lists them; :func:`with_pacore_types` registers
+them with any LangGraph checkpointer (``build_pacore_graph(checkpointer=...)``
+does it for you), and :func:`pacore_serde` is a serializer to hand to your
+own checkpointer when PaCoRe is a node of your checkpointed graph.
+
+:func:`open_checkpointer` turns the CLI's ``--checkpoint`` value into a
+saver: ``none`` (off), ``memory``, a ``postgresql://`` URL (Postgres), or a
+SQLite file (``sqlite:///path`` or a plain path). Dataset runs keep theirs
+beside their output by default: :data:`RUN_CHECKPOINT_SUFFIX` and
+:data:`EVAL_CHECKPOINT_FILE`.
+
+Durability: LangGraph persists each step's checkpoint, and each finished
+task's writes ("pending writes"), either before the next step starts
+(``"sync"``), in the background while it runs (``"async"``), or only when
+the run exits (``"exit"``, which a SIGKILL loses). :data:`DEFAULT_DURABILITY`
+is what dataset runs use; ``benchmarks/bench_core.py`` measures the modes.
+
+Failures: a store that cannot be opened (PostgreSQL down at the start, a
+SQLite file that is not a database) is a one-line ``ValueError`` naming it;
+one that fails during the run raises :class:`~pacore_graph.runs.store_guard.StoreError`
+after the bounded outage :mod:`pacore_graph.runs.store_guard` allows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+import sqlite3
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+import ormsgpack
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.serde import jsonplus as _jsonplus
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.types import Send
+
+from pacore_graph.graph.explorer import ExploreGroup, ExploreTask
+from pacore_graph.graph.records import Completion, PaCoReResult, ToolCallRecord, Trajectory
+from pacore_graph.graph.state import RunShape
+from pacore_graph.runs.filenames import EVAL_CHECKPOINT_FILE, RUN_CHECKPOINT_SUFFIX
+from pacore_graph.runs.store_guard import (
+    DEFAULT_STORE_RETRY_S,
+    StoreGuard,
+    guarded_saver_class,
+    redact_store,
+)
+from pacore_graph.settings.config import SamplingParams
+
+__all__ = [
+    "DEFAULT_DURABILITY",
+    "EVAL_CHECKPOINT_FILE",
+    "RUN_CHECKPOINT_SUFFIX",
+    "SERDE_ALLOWLIST",
+    "Durability",
+    "default_checkpoint_path",
+    "open_checkpointer",
+    "pacore_serde",
+    "with_checkpointer",
+    "with_pacore_types",
+]
+
+Durability = Literal["sync", "async", "exit"]
+
+#: Dataset runs checkpoint with this durability, chosen from bench_core's figures
+#: (200 problems at ``high``, 7,400 samples, SQLite, 2-core machine; wall vs the
+#: same graph without checkpoints in the same run). Since a batched round is one
+#: ``Send`` (fewer tasks, fewer writes): ``sync`` 1.01x at 0.5 s server latency
+#: and 1.6x at 0 s (load 0.8). Before that: ``sync`` 1.04-1.11x and 1.25x,
+#: ``async`` 1.18x and 1.21x, ``exit`` 0.91x and 0.86x (but a SIGKILL loses
+#: everything). ``sync`` also never leaves a task's writes pointing at a
+#: checkpoint that was not saved yet. Before :func:`pacore_serde`'s fast path
+#: (LangGraph's msgpack hook runs ~15 type tests per record, one a slow runtime
+#: ``Protocol`` check) ``sync`` was 1.48x and 2.15x.
+DEFAULT_DURABILITY: Durability = "sync"
+
+
+_POSTGRES_POOL = 8
+
+#: libpq's ``connect_timeout`` (seconds) for each PostgreSQL connection attempt.
+_CONNECT_TIMEOUT_S = 10
+
+#: How long one operation waits for a pooled connection, and the pool keeps
+#: reconnecting one lost connection, before the guard asks again.
+_POOL_WAIT_S = 5.0
+
+_TYPES: tuple[type, ...] = (
+    Trajectory,
+    ToolCallRecord,
+    PaCoReResult,
+    Completion,
+    ExploreTask,
+    ExploreGroup,
+    RunShape,
+    SamplingParams,
+)
+
+#: ``(module, name)`` of every type the PaCoRe graph's state and ``Send`` payloads hold.
+SERDE_ALLOWLIST: frozenset[tuple[str, str]] = frozenset(
+    (cls.__module__, cls.__name__) for cls in _TYPES
+)
+
+#: Field names of PaCoRe's dataclasses, for the serializer's fast path.
+_FIELDS: dict[type, tuple[str, ...]] = {
+    cls: tuple(f.name for f in dataclasses.fields(cls))
+    for cls in _TYPES
+    if dataclasses.is_dataclass(cls)
+}
+
+
+def pacore_serde(extra: Iterable[tuple[str, str] | type] = ()) -> JsonPlusSerializer:
+    """A serializer that restores PaCoRe's types (plus ``extra``) and nothing unregistered."""
+    keys = set(SERDE_ALLOWLIST)
+    for item in extra:
+        keys.add((item.__module__, item.__name__) if isinstance(item, type) else tuple(item))  # type: ignore[arg-type]
+    return _FastSerializer(allowed_msgpack_modules=sorted(keys))
+
+
+class _FastSerializer(JsonPlusSerializer):
+    """LangGraph's serializer, writing PaCoRe's records and ``Send`` the same bytes faster.
+
+    LangGraph's msgpack hook tries some fifteen ``hasattr``/``isinstance``
+    tests before it reaches "dataclass" -- one of them against the
+    runtime-checkable ``SendProtocol``, the slowest -- for every record of
+    every checkpoint (profiled on ``bench_core``'s workload: a third of the
+    checkpointed run's CPU). This hook knows PaCoRe's dataclasses and
+    ``Send`` up front and emits exactly the extension LangGraph would, so
+    anything written here loads with the stock serializer, and vice versa.
+    """
+
+    def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        if obj is None or isinstance(obj, (bytes, bytearray)):
+            return super().dumps_typed(obj)
+        try:
+            return "msgpack", _fast_enc(obj)
+        except ormsgpack.MsgpackEncodeError:
+            return super().dumps_typed(obj)
+
+
+def _fast_enc(data: Any) -> bytes:
+    return ormsgpack.packb(data, default=_fast_default, option=_jsonplus._option)
+
+
+def _fast_default(obj: Any) -> Any:
+    cls = type(obj)
+    names = _FIELDS.get(cls)
+    if names is not None:
+        return ormsgpack.Ext(
+            _jsonplus.EXT_CONSTRUCTOR_KW_ARGS,
+            _fast_enc((cls.__module__, cls.__name__, {name: getattr(obj, name) for name in names})),
+        )
+    if cls is Send:
+        args: tuple[Any, ...] = (obj.node, obj.arg)
+        if (timeout := getattr(obj, "timeout", None)) is not None:
+            args = (obj.node, obj.arg, timeout)
+        return ormsgpack.Ext(
+            _jsonplus.EXT_CONSTRUCTOR_POS_ARGS,
+            _fast_enc((cls.__module__, cls.__name__, args)),
+        )
+    return _jsonplus._msgpack_default(obj)
+
+
+def with_pacore_types(checkpointer: Any) -> Any:
+    """``checkpointer`` with PaCoRe's types registered with its serializer.
+
+    A saver on LangGraph's default serializer (which loads anything, with a
+    warning per unregistered type) gets :func:`pacore_serde`; one whose
+    serializer already has an allowlist gets PaCoRe's types added to it.
+    ``None``, ``True`` and ``False`` (a subgraph's "inherit", "own", "none")
+    pass through.
+    """
+    if not isinstance(checkpointer, BaseCheckpointSaver):
+        return checkpointer
+    serde = checkpointer.serde
+    allowed = getattr(serde, "_allowed_msgpack_modules", None)
+    if type(serde) is JsonPlusSerializer and allowed is True:
+        clone = copy.copy(checkpointer)
+        clone.serde = pacore_serde()
+        return _typed(clone)
+    return checkpointer.with_allowlist(SERDE_ALLOWLIST)
+
+
+def _typed(saver: Any) -> Any:
+    from langgraph.checkpoint.base import maybe_add_typed_methods
+
+    saver.serde = maybe_add_typed_methods(saver.serde)
+    return saver
+
+
+def with_checkpointer(graph: Any, checkpointer: Any) -> Any:
+    """A copy of a compiled graph that checkpoints to ``checkpointer`` (types registered)."""
+    return graph.copy(update={"checkpointer": with_pacore_types(checkpointer)})
+
+
+def default_checkpoint_path(output: Path, *, eval_dir: bool = False) -> Path:
+    """Where a dataset run keeps its checkpoints unless ``--checkpoint`` says otherwise."""
+    if eval_dir:
+        return output / EVAL_CHECKPOINT_FILE
+    return output.with_name(output.name + RUN_CHECKPOINT_SUFFIX)
+
+
+@asynccontextmanager
+async def open_checkpointer(
+    spec: str | None, default: Path, *, retry_s: float = DEFAULT_STORE_RETRY_S
+) -> AsyncIterator[Any]:
+    """The saver ``--checkpoint SPEC`` names, open for the block (``None`` when off).
+
+    ``spec`` None means the SQLite file ``default``. Raises ``ValueError``
+    with a one-line reason for a spec it cannot use (naming the store, never
+    its password). During the block a PostgreSQL store that stops answering
+    is waited for ``retry_s`` seconds, then its operations raise
+    :class:`~pacore_graph.runs.store_guard.StoreError`; a SQLite store raises it at
+    its first failure (a full disk, a corrupt page: waiting would not help).
+    """
+    if spec is not None and spec.strip().lower() in ("none", "off", ""):
+        yield None
+        return
+    if spec is not None and spec.strip().lower() == "memory":
+        from langgraph.checkpoint.memory import InMemorySaver
+
+        yield with_pacore_types(InMemorySaver())
+        return
+    if spec is not None and spec.startswith(("postgresql://", "postgres://")):
+        try:
+            from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+        except ImportError:
+            raise ValueError(
+                "--checkpoint postgresql://... needs langgraph-checkpoint-postgres "
+                "(pip install 'pacore-graph[postgres]')"
+            ) from None
+        async with _postgres(AsyncPostgresSaver, spec, retry_s) as saver:
+            yield with_pacore_types(saver)
+        return
+    if spec is not None and "://" in spec and not spec.startswith("sqlite:///"):
+        raise ValueError(
+            f"--checkpoint {spec!r}: use none, memory, a postgresql:// URL, "
+            "or a SQLite file (sqlite:///path or a path)"
+        )
+    path = Path(
+        spec[len("sqlite:///") :] if spec and spec.startswith("sqlite:///") else spec or default
+    )
+    try:
+        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+    except ImportError:
+        raise ValueError(
+            "checkpoints need langgraph-checkpoint-sqlite "
+            "(pip install langgraph-checkpoint-sqlite), or pass --checkpoint none"
+        ) from None
+    async with _sqlite(AsyncSqliteSaver, path) as saver:
+        yield with_pacore_types(saver)
+
+
+@asynccontextmanager
+async def _sqlite(saver_cls: Any, path: Path) -> AsyncIterator[Any]:
+    """The group-commit SQLite saver on ``path``; ``ValueError`` naming the file if unusable.
+
+    A file that is not a database (or is corrupt where the set-up reads), or
+    that cannot be created, is refused here, before any model call.
+    """
+    import aiosqlite
+
+    guard = StoreGuard(str(path), fatal=(sqlite3.Error, OSError))
+    writer: sqlite3.Connection | None = None
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            conn = await stack.enter_async_context(aiosqlite.connect(str(path)))
+            # WAL with synchronous=NORMAL: a commit survives the process being
+            # killed (SIGKILL), only not a power cut, and skips the fsync per
+            # commit that made the saver fall behind a fast run (measured: a
+            # backlog of unsaved explorer results at the kill, redone on resume).
+            await conn.execute("PRAGMA journal_mode=WAL")
+            await conn.execute("PRAGMA synchronous=NORMAL")
+            async with conn.execute("PRAGMA quick_check") as cursor:
+                verdict = await cursor.fetchone()
+            if verdict is None or verdict[0] != "ok":
+                raise sqlite3.DatabaseError(
+                    f"integrity check: {verdict[0] if verdict else 'no answer'}"
+                )
+            saver = guarded_saver_class(_group_commit_saver(saver_cls))(conn)
+            saver.guard = guard
+            await saver.setup()
+            writer = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+            writer.execute("PRAGMA synchronous=NORMAL")
+            writer.execute("PRAGMA busy_timeout=10000")
+        except (sqlite3.Error, OSError) as exc:
+            if writer is not None:
+                writer.close()
+            if isinstance(exc, (sqlite3.OperationalError, OSError)):
+                # Cannot open, read or write it (a full disk, permissions): not its content.
+                raise ValueError(
+                    f"--checkpoint {path}: cannot open the SQLite checkpoint file "
+                    f"({_first_line(exc)}); pass --checkpoint none to run without checkpoints"
+                ) from None
+            raise ValueError(
+                f"--checkpoint {path}: not a usable SQLite checkpoint file ({_first_line(exc)}); "
+                "move it away to start its checkpoints afresh, or pass --checkpoint none"
+            ) from None
+        assert writer is not None
+        saver.writer = writer
+        try:
+            yield saver
+        finally:
+            writer.close()
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return (text.splitlines()[0].strip() if text else "") or type(exc).__name__
+
+
+@asynccontextmanager
+async def _postgres(saver_cls: Any, url: str, retry_s: float) -> AsyncIterator[Any]:
+    """An ``AsyncPostgresSaver`` on a small pool of ``url`` connections, tables set up.
+
+    A pool, not LangGraph's one-connection default: every finished explorer's
+    writes are one round trip, and on one shared connection they queued up
+    behind each other, so a killed run had lost most of what had come back
+    (measured: 88-96 of 96 samples redone). ``synchronous_commit=off`` skips
+    the server's WAL flush per commit; the client being killed cannot lose a
+    committed write that way, only a crash of the database server could.
+    Raises ``ValueError`` (one line, the URL without its password) when the
+    server cannot be used within ``retry_s`` seconds. During the run, a lost
+    server is waited for ``retry_s`` seconds (:class:`StoreGuard`), each
+    connection attempt bounded by ``_CONNECT_TIMEOUT_S``.
+    """
+    import psycopg
+    from psycopg.rows import dict_row
+    from psycopg_pool import AsyncConnectionPool
+
+    pool = AsyncConnectionPool(
+        url,
+        min_size=1,
+        max_size=_POSTGRES_POOL,
+        open=False,
+        # Short waits, retried by the guard: each retry asks the pool again, and
+        # an empty pool then opens a fresh connection at once. The pool's own
+        # reconnection backs off 1, 2, 4 ... 32 s, so with a long
+        # reconnect_timeout a server back after 40 s was not tried again
+        # until 63 s (measured: the run failed at its 60 s deadline).
+        timeout=_POOL_WAIT_S,
+        reconnect_timeout=_POOL_WAIT_S,
+        kwargs={
+            "autocommit": True,
+            "prepare_threshold": 0,
+            "row_factory": dict_row,
+            "options": "-c synchronous_commit=off",
+            "connect_timeout": _CONNECT_TIMEOUT_S,
+        },
+    )
+    try:
+        await pool.open(wait=True, timeout=max(retry_s, 1.0))
+        saver = guarded_saver_class(saver_cls)(conn=pool)
+        saver.guard = StoreGuard(
+            url,
+            retry_s=retry_s,
+            transient=(psycopg.OperationalError, OSError),
+            fatal=(psycopg.Error,),
+            attempt_timeout=True,
+            probe=lambda: _connect_error(url),
+        )
+        await saver.setup()
+    except (psycopg.Error, TimeoutError, OSError) as exc:
+        await pool.close()
+        raise ValueError(
+            f"--checkpoint {redact_store(url)}: cannot use PostgreSQL ({_first_line(exc)}); "
+            "start it, or pass --checkpoint none to run without checkpoints"
+        ) from None
+    try:
+        yield saver
+    finally:
+        await pool.close()
+
+
+async def _connect_error(url: str) -> str | None:
+    """Why a fresh connection to ``url`` fails (first line), or None when it works."""
+    import psycopg
+
+    try:
+        conn = await psycopg.AsyncConnection.connect(url, connect_timeout=_CONNECT_TIMEOUT_S)
+    except (psycopg.Error, OSError) as exc:
+        return _first_line(exc)
+    await conn.close()
+    return None
+
+
+def _group_commit_saver(base: type) -> type:
+    """``AsyncSqliteSaver`` whose writes that arrive together share one transaction.
+
+    A PaCoRe run finishes thousands of explorer tasks, and LangGraph saves each
+    one's writes as it finishes: one INSERT and one COMMIT each, every one a
+    hop to aiosqlite's thread. Here the rows of every ``aput`` / ``aput_writes``
+    issued in the same turn of the event loop go in one ``executemany`` and one
+    COMMIT; each caller still returns only once its rows are committed, so
+    what LangGraph believes saved is saved. Writes go through a plain
+    ``sqlite3`` connection on the event loop's thread (``writer``), reads
+    through aiosqlite (``benchmarks/bench_core.py``, ``graph-ckpt-*``,
+    measures what this saves).
+    """
+    import asyncio
+    import itertools
+    import json
+
+    from langgraph.checkpoint.base import WRITES_IDX_MAP, get_checkpoint_metadata
+
+    class GroupCommitSqliteSaver(base):
+        def __init__(self, conn: Any, *, serde: Any = None) -> None:
+            super().__init__(conn, serde=serde)
+            self._rows: list[tuple[str, tuple[Any, ...]]] = []
+            self._batch: asyncio.Future[None] | None = None
+            self._flushes: set[asyncio.Task[None]] = set()
+            self.writer: sqlite3.Connection
+
+        async def _commit(self, rows: list[tuple[str, tuple[Any, ...]]]) -> None:
+            self._rows.extend(rows)
+            batch = self._batch
+            if batch is None:
+                loop = asyncio.get_running_loop()
+                batch = self._batch = loop.create_future()
+                task = loop.create_task(self._flush(batch))
+                self._flushes.add(task)
+                task.add_done_callback(self._flushes.discard)
+            await asyncio.shield(batch)
+
+        async def _flush(self, batch: asyncio.Future[None]) -> None:
+            await asyncio.sleep(0)  # let the writers of this turn join
+            rows, self._rows, self._batch = self._rows, [], None
+            try:
+                # On the loop's own thread: a WAL commit without fsync takes
+                # well under a millisecond, while a hop to aiosqlite's thread
+                # cost about 2 ms of GIL hand-over each (profiled).
+                self.writer.execute("BEGIN")
+                try:
+                    for sql, group in itertools.groupby(rows, key=lambda row: row[0]):
+                        self.writer.executemany(sql, [params for _, params in group])
+                except BaseException:
+                    self.writer.execute("ROLLBACK")
+                    raise
+                self.writer.execute("COMMIT")
+            except BaseException as exc:
+                # The callers awaiting ``batch`` raise it; re-raising here too would
+                # leave this unawaited task's exception "never retrieved" (a full
+                # disk printed one such traceback per flush).
+                if not batch.done():
+                    batch.set_exception(exc)
+                    batch.exception()  # retrieved: callers re-raise it
+                if isinstance(exc, asyncio.CancelledError):
+                    raise
+                return
+            if not batch.done():
+                batch.set_result(None)
+
+        async def adelete_thread(self, thread_id: str) -> None:
+            # Through the writer too: a write on aiosqlite's connection would
+            # hold the lock while the loop thread waits on it.
+            await self._commit(
+                [
+                    ("DELETE FROM checkpoints WHERE thread_id = ?", (str(thread_id),)),
+                    ("DELETE FROM writes WHERE thread_id = ?", (str(thread_id),)),
+                ]
+            )
+
+        async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+            conf = config["configurable"]
+            type_, blob = self.serde.dumps_typed(checkpoint)
+            meta = json.dumps(get_checkpoint_metadata(config, metadata), ensure_ascii=False)
+            await self._commit(
+                [
+                    (
+                        "INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, "
+                        "checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        (
+                            str(conf["thread_id"]),
+                            conf["checkpoint_ns"],
+                            checkpoint["id"],
+                            conf.get("checkpoint_id"),
+                            type_,
+                            blob,
+                            meta.encode("utf-8", "ignore"),
+                        ),
+                    )
+                ]
+            )
+            return {
+                "configurable": {
+                    "thread_id": conf["thread_id"],
+                    "checkpoint_ns": conf["checkpoint_ns"],
+                    "checkpoint_id": checkpoint["id"],
+                }
+            }
+
+        async def aput_writes(
+            self, config: Any, writes: Any, task_id: str, task_path: str = ""
+        ) -> None:
+            verb = "REPLACE" if all(w[0] in WRITES_IDX_MAP for w in writes) else "IGNORE"
+            sql = (
+                f"INSERT OR {verb} INTO writes (thread_id, checkpoint_ns, checkpoint_id, "
+                "task_id, task_path, idx, channel, type, value) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            )
+            conf = config["configurable"]
+            await self._commit(
+                [
+                    (
+                        sql,
+                        (
+                            str(conf["thread_id"]),
+                            str(conf["checkpoint_ns"]),
+                            str(conf["checkpoint_id"]),
+                            task_id,
+                            task_path,
+                            WRITES_IDX_MAP.get(channel, idx),
+                            channel,
+                            *self.serde.dumps_typed(value),
+                        ),
+                    )
+                    for idx, (channel, value) in enumerate(writes)
+                ]
+            )
+
+    return GroupCommitSqliteSaver

@@ -1,0 +1,244 @@
+"""Run configuration: round widths, sampling, retries, concurrency.
+
+Everything a PaCoRe run depends on is one frozen pydantic value, validated
+when the graph is *built*: a bad K vector or temperature fails before a single
+request is sent, with a message that names the field and its allowed range.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from pacore_graph.settings.presets import PRESETS
+
+__all__ = [
+    "MAX_ROUND_WIDTH",
+    "PRESETS",
+    "PaCoReConfig",
+    "PresetName",
+    "RetryPolicy",
+    "SamplingParams",
+]
+
+PresetName = Literal["low", "medium", "high"]
+
+
+#: Upper bound on one round's width. Far above the paper's 32; it exists so a
+#: typo such as ``--rounds 3200`` fails loudly instead of sending 3,200 calls.
+MAX_ROUND_WIDTH = 1024
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class SamplingParams(_Frozen):
+    """Sampling settings sent with every explorer call.
+
+    Defaults are the public pipeline's: temperature 1.0, top_p 1.0 and no
+    ``max_tokens`` (the server's context decides), because PaCoRe-8B was
+    trained with those; diversity between explorers comes from sampling.
+    """
+
+    temperature: float = Field(1.0, ge=0.0, le=2.0)
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    max_tokens: int | None = Field(None, ge=1)
+    timeout: float = Field(600.0, gt=0.0, description="Seconds per HTTP request.")
+    seed: int | None = Field(
+        None,
+        ge=-(2**63),
+        le=2**63 - 1,
+        description="Base seed; explorer i of round r is sent seed + 1000*r + i. A 64-bit "
+        "integer, what OpenAI-compatible servers take.",
+    )
+    logprobs: bool = Field(False, description="Ask the server for token log-probabilities.")
+    extra_body: dict[str, Any] = Field(
+        default_factory=dict, description="Extra JSON fields for the server (e.g. vLLM's top_k)."
+    )
+
+    def request_fields(self) -> dict[str, Any]:
+        """The JSON fields of a chat-completions request these settings produce."""
+        body: dict[str, Any] = {"temperature": self.temperature, "top_p": self.top_p}
+        if self.max_tokens is not None:
+            body["max_tokens"] = self.max_tokens
+        if self.logprobs:
+            body["logprobs"] = True
+        body.update(self.extra_body)
+        return body
+
+
+class RetryPolicy(_Frozen):
+    """Retries with exponential backoff for 429, 5xx and connection errors.
+
+    Other 4xx answers (a bad request, an unknown model) are not retried: they
+    would fail the same way again.
+    """
+
+    max_attempts: int = Field(4, ge=1, le=20)
+    initial_backoff: float = Field(0.5, ge=0.0, le=60.0)
+    max_backoff: float = Field(8.0, ge=0.0, le=600.0)
+    multiplier: float = Field(2.0, ge=1.0, le=10.0)
+    jitter: float = Field(
+        0.5, ge=0.0, le=1.0, description="Fraction of each backoff drawn at random."
+    )
+    max_retry_after: float = Field(
+        60.0, ge=0.0, le=3600.0, description="Longest server Retry-After honoured (seconds)."
+    )
+    deadline: float | None = Field(
+        None,
+        gt=0.0,
+        description="Seconds one model call may take in all: its attempts, backoffs and "
+        "n-splits (pacore_graph.llm.call_deadline); None: the per-attempt timeout x max_attempts.",
+    )
+
+    def call_seconds(self, timeout: float) -> float:
+        """The total deadline of one call whose attempts each time out after ``timeout``."""
+        return self.deadline if self.deadline is not None else timeout * self.max_attempts
+
+    def backoff(self, attempt: int) -> float:
+        """Seconds to wait before retry number ``attempt`` (1-based)."""
+        return min(self.max_backoff, self.initial_backoff * self.multiplier ** (attempt - 1))
+
+    def delay(
+        self, attempt: int, *, retry_after: float | None = None, rng: random.Random | None = None
+    ) -> float:
+        """The actual wait before retry ``attempt``: jittered backoff, or the server's word.
+
+        The backoff is drawn uniformly from ``[(1 - jitter) * b, b]`` so that
+        requests failed by one burst (a wall of 429s) do not retry in lockstep.
+        A ``Retry-After`` from the server wins when given (capped at
+        ``max_retry_after``), with the same jitter added on top.
+        """
+        draw = (rng or random).random()
+        base = self.backoff(attempt)
+        if retry_after is not None:
+            return min(retry_after, self.max_retry_after) + self.jitter * base * draw
+        return base * (1.0 - self.jitter * draw)
+
+
+class PaCoReConfig(_Frozen):
+    """One PaCoRe run's shape.
+
+    ``rounds`` is K as configured, e.g. ``[32, 4]`` for ``high``; the run adds
+    a final round of width 1 whose single trajectory is the answer, so
+    ``[32, 4]`` runs 32, 4, then 1 (see :attr:`schedule`).
+    """
+
+    rounds: tuple[int, ...] = Field(PRESETS["low"], min_length=1)
+    sampling: SamplingParams = Field(default_factory=SamplingParams)
+    retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    shuffle_seed: int | None = Field(
+        42,
+        description="Seed for shuffling each round's messages before synthesis (order bias); "
+        "None keeps explorer order.",
+    )
+    reference_order: Literal["public", "compacted"] = Field(
+        "public",
+        description="Which previous-round messages a synthesis prompt shows and in what "
+        "order: 'public' is the public pipeline's rule byte for byte (sort all K by raw "
+        "content length, failed calls as empty, shuffle, drop empty content, keep empty "
+        "conclusions); 'compacted' drops failed and empty messages first and sorts the "
+        "compacted messages.",
+    )
+    max_concurrency: int = Field(
+        64, ge=1, le=100_000, description="Model calls (sequences) in flight at most."
+    )
+    batch_samples: bool = Field(
+        True,
+        description="Send explorers that share a prompt as one request with n=K "
+        "(vLLM shares the prefix; far less HTTP work). Servers that ignore n get "
+        "the missing samples as separate requests.",
+    )
+
+    round_quorum: float | int | None = Field(
+        None,
+        description="Close a round once this many explorers finished: a share of K in "
+        "(0, 1] (0.75) or a count (24). The rest are cancelled and recorded as dropped. "
+        "Off by default (it changes what the next round sees); it sends one request per "
+        "explorer, since an n=K request returns its samples together.",
+    )
+    round_deadline: float | None = Field(
+        None,
+        gt=0,
+        description="Close a round this many seconds after it started (once at least one "
+        "explorer finished); the rest are cancelled and recorded as dropped. Off by default.",
+    )
+    early_stop_consensus: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="End the run after a round whose extracted answers agree at this share "
+        "or more, answering with the majority message. Off by default.",
+    )
+    token_budget: int | None = Field(
+        None,
+        ge=1,
+        description="Completion tokens per problem: later rounds shrink K (never below 1; "
+        "the final K=1 round always runs) when the projection would pass it. Off by default.",
+    )
+
+    @field_validator("round_quorum", mode="before")
+    @classmethod
+    def _check_quorum(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        if isinstance(value, str):
+            from pacore_graph.control.quorum import parse_quorum
+
+            return parse_quorum(value)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError(f"round_quorum must be a share in (0, 1] or a count; got {value!r}")
+        if isinstance(value, float) and value > 1:
+            if value != int(value):
+                raise ValueError(f"round_quorum above 1 is a count and must be whole: {value!r}")
+            value = int(value)
+        if value <= 0:
+            raise ValueError(f"round_quorum must be positive; got {value!r}")
+        return value
+
+    @field_validator("rounds", mode="before")
+    @classmethod
+    def _check_rounds(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            raise ValueError(
+                "rounds must be a list of round widths such as [32, 4], not a string "
+                "(the CLI's --rounds takes '32,4')"
+            )
+        try:
+            widths = list(value)
+        except TypeError:
+            raise ValueError(f"rounds must be a list of positive integers, got {value!r}") from None
+        if not widths:
+            raise ValueError("rounds must hold at least one round width K >= 1, e.g. [4]")
+        for i, k in enumerate(widths):
+            if isinstance(k, bool) or not isinstance(k, int):
+                raise ValueError(f"rounds[{i}] = {k!r}: each round width K must be an integer")
+            if not 1 <= k <= MAX_ROUND_WIDTH:
+                raise ValueError(
+                    f"rounds[{i}] = {k}: each round width K must be in [1, {MAX_ROUND_WIDTH}]"
+                )
+        return tuple(widths)
+
+    @property
+    def schedule(self) -> tuple[int, ...]:
+        """The widths actually run: the configured rounds plus the final K=1."""
+        return (*self.rounds, 1)
+
+    @classmethod
+    def from_preset(cls, name: str, **overrides: Any) -> PaCoReConfig:
+        """``low`` = [4], ``medium`` = [16], ``high`` = [32, 4] (the paper's Table 1)."""
+        try:
+            rounds = PRESETS[name]
+        except KeyError:
+            raise ValueError(f"preset must be one of {', '.join(PRESETS)}; got {name!r}") from None
+        return cls(rounds=rounds, **overrides)
+
+    def preset_name(self) -> str | None:
+        """The preset these rounds match, if any (for reports and traces)."""
+        for name, rounds in PRESETS.items():
+            if rounds == self.rounds:
+                return name
+        return None

@@ -1,0 +1,113 @@
+"""Per-request budgets: how much work one request may ask for, checked in one place.
+
+A PaCoRe request names its own cost: its round widths decide how many model
+calls it starts and ``max_tokens`` how long each may run. Where a request
+comes from someone else (a served graph's ``config["configurable"]``, a
+``pacore serve`` body or model name), one request could otherwise start
+millions of upstream calls. :class:`RequestLimits` is the one validator every
+surface applies -- the graph's per-run settings
+(:func:`pacore_graph.settings.per_run.resolve_settings`), ``pacore serve``'s request
+parsing and the CLI's settings model
+(:class:`pacore_graph.settings.env_settings.PaCoReSettings`, which the served graph
+also reads) -- so a cap means the same thing everywhere:
+
+- ``max_rounds`` (default 16): configured rounds per request (the final K=1
+  round is added to these, as with ``--rounds``);
+- ``max_samples_per_request`` (default 4096): model calls (samples) of all
+  rounds together, the final round's one included (``high`` = 32+4+1 = 37);
+- ``max_tokens_cap`` (default 131072, the paper's context): ``max_tokens``
+  per call.
+
+An operator sets them with ``--max-rounds``, ``--max-samples-per-request`` and
+``--max-tokens-cap`` (or ``PACORE_MAX_ROUNDS``, ...). A request over a cap is
+refused before any model call with :class:`RequestLimitError`, which names
+the field (``rounds`` or ``max_tokens``) so each surface can report it in its
+own terms (a 400 with ``param``, ``configurable.rounds``, ``--rounds``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = [
+    "DEFAULT_MAX_ROUNDS",
+    "DEFAULT_MAX_SAMPLES_PER_REQUEST",
+    "DEFAULT_MAX_TOKENS_CAP",
+    "LIMIT_CEILING",
+    "MAX_ROUNDS_CEILING",
+    "RequestLimitError",
+    "RequestLimits",
+]
+
+DEFAULT_MAX_ROUNDS = 16
+DEFAULT_MAX_SAMPLES_PER_REQUEST = 4096
+DEFAULT_MAX_TOKENS_CAP = 131_072
+#: The largest value an operator may give any cap: limits exist to be finite.
+LIMIT_CEILING = 100_000_000
+#: The most rounds ``max_rounds`` may allow (the graph's recursion limit follows it).
+MAX_ROUNDS_CEILING = 1024
+
+LimitedField = Literal["rounds", "max_tokens"]
+
+
+class RequestLimitError(ValueError):
+    """A request asks for more than a cap allows; ``field`` is ``rounds`` or ``max_tokens``."""
+
+    def __init__(self, field: LimitedField, message: str) -> None:
+        super().__init__(message)
+        self.field: LimitedField = field
+
+
+@dataclass(frozen=True, slots=True)
+class RequestLimits:
+    """The caps on one request's work (see the module docstring for their meaning).
+
+    A plain dataclass, not a pydantic model: the option table the command
+    line's parser is built from reads its defaults, and ``pacore --help``
+    must not import pydantic.
+    """
+
+    max_rounds: int = DEFAULT_MAX_ROUNDS
+    max_samples_per_request: int = DEFAULT_MAX_SAMPLES_PER_REQUEST
+    max_tokens_cap: int = DEFAULT_MAX_TOKENS_CAP
+
+    def __post_init__(self) -> None:
+        for name, low, high in (
+            ("max_rounds", 1, MAX_ROUNDS_CEILING),
+            ("max_samples_per_request", 2, LIMIT_CEILING),
+            ("max_tokens_cap", 1, LIMIT_CEILING),
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise ValueError(f"{name} must be an integer in [{low}, {high}], got {value!r}")
+
+    def check(self, *, rounds: Sequence[int] | None = None, max_tokens: int | None = None) -> None:
+        """Refuse ``rounds`` (configured widths) or ``max_tokens`` over a cap.
+
+        ``None`` means "not asked for" and passes. Raises
+        :class:`RequestLimitError` naming the field; the message never echoes
+        a long list back.
+        """
+        if rounds is not None:
+            count = len(rounds)
+            if count > self.max_rounds:
+                raise RequestLimitError(
+                    "rounds",
+                    f"{count} rounds asked; at most {self.max_rounds} per request (max_rounds)",
+                )
+            samples = sum(rounds) + 1  # the final K=1 round
+            if samples > self.max_samples_per_request:
+                raise RequestLimitError(
+                    "rounds",
+                    f"{count} rounds of {sum(rounds)} samples (+1 final) = {samples} model "
+                    f"calls; at most {self.max_samples_per_request} per request "
+                    "(max_samples_per_request)",
+                )
+        if max_tokens is not None and max_tokens > self.max_tokens_cap:
+            raise RequestLimitError(
+                "max_tokens",
+                f"max_tokens {max_tokens} is over the cap of {self.max_tokens_cap} per call "
+                "(max_tokens_cap)",
+            )
