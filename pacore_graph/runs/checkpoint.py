@@ -60,6 +60,7 @@ from pacore_graph.settings.config import SamplingParams
 __all__ = [
     "DEFAULT_DURABILITY",
     "EVAL_CHECKPOINT_FILE",
+    "LEGACY_MODULES",
     "RUN_CHECKPOINT_SUFFIX",
     "SERDE_ALLOWLIST",
     "Durability",
@@ -126,6 +127,54 @@ def pacore_serde(extra: Iterable[tuple[str, str] | type] = ()) -> JsonPlusSerial
     return _FastSerializer(allowed_msgpack_modules=sorted(keys))
 
 
+#: Where the checkpointed types lived before the modules moved into layer
+#: folders (issue 19, part 2): a checkpoint written then names these paths.
+LEGACY_MODULES: dict[str, str] = {
+    "pacore_graph.records": "pacore_graph.graph.records",
+    "pacore_graph.explorer": "pacore_graph.graph.explorer",
+    "pacore_graph.state": "pacore_graph.graph.state",
+    "pacore_graph.config": "pacore_graph.settings.config",
+}
+_LEGACY_MARKS = tuple(old.encode() for old in LEGACY_MODULES)
+_CONSTRUCTOR_EXTS = frozenset(
+    {
+        _jsonplus.EXT_CONSTRUCTOR_SINGLE_ARG,
+        _jsonplus.EXT_CONSTRUCTOR_POS_ARGS,
+        _jsonplus.EXT_CONSTRUCTOR_KW_ARGS,
+        _jsonplus.EXT_METHOD_SINGLE_ARG,
+        _jsonplus.EXT_PYDANTIC_V1,
+        _jsonplus.EXT_PYDANTIC_V2,
+    }
+)
+
+
+def _renamed(code: int, data: bytes) -> bytes:
+    """The extension's payload with legacy module paths (its nested ones included) renamed."""
+    if code not in _CONSTRUCTOR_EXTS or not any(mark in data for mark in _LEGACY_MARKS):
+        return data
+    value = ormsgpack.unpackb(data, ext_hook=_renamed_ext, option=ormsgpack.OPT_NON_STR_KEYS)
+    if isinstance(value, list) and value and isinstance(value[0], str):
+        value[0] = LEGACY_MODULES.get(value[0], value[0])
+    return ormsgpack.packb(value, option=ormsgpack.OPT_NON_STR_KEYS)
+
+
+def _renamed_ext(code: int, data: bytes) -> ormsgpack.Ext:
+    return ormsgpack.Ext(code, _renamed(code, data))
+
+
+def _legacy_aware(hook: Any) -> Any:
+    """``hook`` reading records saved under :data:`LEGACY_MODULES` as today's types.
+
+    Only extensions naming an old path pay for the rename (a byte search
+    finds them); everything else goes to ``hook`` untouched.
+    """
+
+    def ext_hook(code: int, data: bytes) -> Any:
+        return hook(code, _renamed(code, data))
+
+    return ext_hook
+
+
 class _FastSerializer(JsonPlusSerializer):
     """LangGraph's serializer, writing PaCoRe's records and ``Send`` the same bytes faster.
 
@@ -137,6 +186,17 @@ class _FastSerializer(JsonPlusSerializer):
     ``Send`` up front and emits exactly the extension LangGraph would, so
     anything written here loads with the stock serializer, and vice versa.
     """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._unpack_ext_hook = _legacy_aware(self._unpack_ext_hook)
+
+    def with_msgpack_allowlist(self, extra_allowlist: Iterable[Any]) -> JsonPlusSerializer:
+        """A clone with more types allowed, still reading the legacy paths."""
+        clone = super().with_msgpack_allowlist(extra_allowlist)
+        if clone is not self:
+            clone._unpack_ext_hook = _legacy_aware(clone._unpack_ext_hook)
+        return clone
 
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
         if obj is None or isinstance(obj, (bytes, bytearray)):

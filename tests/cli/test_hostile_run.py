@@ -24,7 +24,7 @@ import pytest
 
 from pacore_graph.testing.hostile_upstream import HostileServer, marker
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 #: Runs its arguments as a child and reports the child's peak RSS on stderr.
 PEAK_RSS = (

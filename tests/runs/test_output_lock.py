@@ -22,7 +22,7 @@ from cli_support import run_argv
 from pacore_graph.runs.output_lock import OutputLockedError, hold_output_lock, lock_path
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
 PROBLEMS = 8
 

@@ -18,7 +18,7 @@ import pytest
 
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 REF_RE = re.compile(r"^Reference \d+:$", re.M)
 
 

@@ -27,7 +27,7 @@ from pg_support import running_postgres
 from pacore_graph.runs.checkpoint import RUN_CHECKPOINT_SUFFIX
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 PROBLEMS = 20
 ROUNDS = (8, 2)
 CONCURRENCY = 16

@@ -22,7 +22,7 @@ from pacore_graph.cli import main
 from pacore_graph.llm.client import OpenAICompatClient
 from pacore_graph.settings.config import RetryPolicy
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def test_served_folder_honours_n_and_samples_at_temperature_one(

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from pacore_graph.graphs import pacore as served
 from pacore_graph.testing import ScriptedServer
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ from pacore_graph.llm.langchain_client import aclose_chat_model, make_chat_model
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer, ScriptedToolCall
 from pacore_graph.testing.fake_client import FakeChatClient
 
-SNAPSHOT = Path(__file__).parent / "snapshots" / "pacore_tool_explorer_xray.mmd"
+SNAPSHOT = Path(__file__).parent.parent / "snapshots" / "pacore_tool_explorer_xray.mmd"
 QUESTION = {"messages": [{"role": "user", "content": "2+3?"}]}
 
 

@@ -31,7 +31,7 @@ from pacore_graph.testing import (
     default_respond,
 )
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(coro: Coroutine[Any, Any, None]) -> None:

@@ -31,7 +31,7 @@ from pacore_graph.eval import (
 from pacore_graph.eval.graders import GradingTimeoutError
 from pacore_graph.eval.math_grader import _call_with_deadline
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 BIG = "123456789012345678901234567"
 BIG_PLUS_ONE = "123456789012345678901234568"
 

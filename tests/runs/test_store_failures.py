@@ -31,7 +31,7 @@ from pacore_graph.runs.jsonl import LineSink
 from pacore_graph.runs.store_guard import redact_store
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 PROBLEMS = 12
 ROUNDS = (4, 2)
 CONCURRENCY = 8

@@ -50,7 +50,7 @@ from pacore_graph.tools.sandbox import (
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux")
 
 AS_ROOT = os.geteuid() == 0
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 SMALL = SandboxLimits(
     wall_time_s=3.0,

@@ -19,7 +19,7 @@ import pytest
 from pacore_graph.testing import LengthModel, ThroughputServer
 from pacore_graph.testing.processor_sharing import ProcessorSharing
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 # ----------------------------------------------------------------- processor sharing
 

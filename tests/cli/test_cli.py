@@ -25,7 +25,7 @@ from pacore_graph.cli import build_parser, main
 from pacore_graph.eval.datasets import sample_questions_path
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 DATA = sample_questions_path()  # the copy the package ships, not one of its own
 REF_RE = re.compile(r"^Reference \d+:$", re.M)
 TRAJECTORY_KEYS = {

@@ -41,7 +41,7 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 TRAIN_DEPS = ("torch", "transformers", "trl", "datasets", "accelerate", "gguf", "pyarrow")
 LAYER_WEIGHT = "model.layers.0.self_attn.q_proj.weight"
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 # --------------------------------------------------------------------------- the reward

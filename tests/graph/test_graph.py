@@ -31,7 +31,7 @@ from pacore_graph.graph.prompts import render_synthesis
 from pacore_graph.testing import ScriptedServer
 from pacore_graph.testing.fake_client import FakeCall, FakeChatClient, FakeReply
 
-SNAPSHOT = Path(__file__).parent / "snapshots" / "pacore_graph.mmd"
+SNAPSHOT = Path(__file__).parent.parent / "snapshots" / "pacore_graph.mmd"
 UPDATE_SNAPSHOTS_ENV = "PACORE_UPDATE_SNAPSHOTS"
 """Set to ``1`` to write the snapshot instead of comparing against it (never implicit:
 a missing snapshot is a failure, or the test could not fail on a fresh checkout)."""

@@ -22,7 +22,7 @@ from pacore_graph.cli import EXIT_SKIPPED_INPUT, EXIT_USAGE, build_parser, main
 from pacore_graph.runs.jsonl import BadLine, read_lines
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 NO_SERVER = ["--base-url", "http://127.0.0.1:9/v1", "--model", "m"]
 
 

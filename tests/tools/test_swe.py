@@ -22,7 +22,7 @@ from pacore_graph.llm.langchain_client import aclose_chat_model, make_chat_model
 from pacore_graph.settings.config import PaCoReConfig
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer, ScriptedToolCall
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "swe_fix_bug"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "swe_fix_bug"
 ISSUE = (EXAMPLE / "ISSUE.md").read_text()
 
 
