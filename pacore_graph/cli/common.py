@@ -70,6 +70,9 @@ def _check_base_url(url: str) -> None:
 def _check_base_urls(urls: Sequence[str] | None) -> None:
     for url in urls or ():
         _check_base_url(url)
+    repeated = sorted({u for u in urls or () if list(urls or ()).count(u) > 1})
+    if repeated:
+        raise UsageError(f"--base-url {repeated[0]} is given twice; each replica is named once")
 
 
 def _readable_file(path: Path, flag: str) -> None:

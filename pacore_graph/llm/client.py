@@ -215,10 +215,20 @@ def apportion(total: int, weights: Sequence[int]) -> list[int]:
 
     Servers report usage for a whole ``n``-sample request; each sample's share
     is estimated by its text length (largest-remainder rounding keeps the sum,
-    and so effective TTC, exact).
+    and so effective TTC, exact). Every sample cost at least one token (its
+    finish token, if nothing else), so when the total allows it each share is
+    at least 1: a short answer beside a long one is never counted as free.
     """
     if not weights:
         return []
+    if total >= len(weights):
+        rest = _proportional(total - len(weights), weights)
+        return [1 + r for r in rest]
+    return _proportional(total, weights)
+
+
+def _proportional(total: int, weights: Sequence[int]) -> list[int]:
+    """``total`` split in proportion to ``weights`` (largest remainder; even when all are 0)."""
     wsum = sum(weights)
     if wsum <= 0:
         base, extra = divmod(total, len(weights))

@@ -95,6 +95,8 @@ class ServeSettings:
             raise ValueError("at least one --upstream URL is required")
         for i, url in enumerate(self.upstreams):
             _check_upstream(url, i)
+        if len(set(self.upstreams)) < len(self.upstreams):
+            raise ValueError("an --upstream is given twice; each replica is named once")
         if not self.model:
             raise ValueError("--model must name the upstream's served model")
         if self.max_concurrency < 1:
