@@ -265,13 +265,12 @@ def test_startup_failure_raises_promptly_with_the_server_log(
     bogus.write_bytes(b"this is not a GGUF file")
     embedded = EmbeddedServer(model_path=bogus, startup_timeout=60.0)
 
-    started = time.monotonic()
     with pytest.raises(EmbeddedServerError) as caught:
         embedded.start()
 
-    assert time.monotonic() - started < 30.0
     message = str(caught.value)
-    assert "exited with code" in message
+    # Promptly: the start noticed the server's exit, not its 60 s startup timeout.
+    assert "exited with code" in message and "did not answer" not in message
     assert "Failed to load model" in message  # from the server's own log
     assert str(bogus) in message
     assert not embedded.running

@@ -195,32 +195,48 @@ def test_math_huge_values_are_compared_as_text_not_evaluated() -> None:
 
 
 def test_math_grade_over_its_deadline_scores_zero(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The verification spins until released; it is never released, so only the
+    # deadline can end the grade. Without the deadline the loop runs out its
+    # 30 s hang guard and the grade comes back as a pass, which fails below.
+    finished = threading.Event()
+
     def slow_verify(self: MathGrader, candidate: str, boxed: bool, expected: str) -> Grade:
-        time.sleep(5)
+        for _ in range(3000):  # hang guard: 3000 x 10 ms
+            time.sleep(0.01)
+        finished.set()
         return Grade(1.0, True)
 
     monkeypatch.setattr(MathGrader, "_verify", slow_verify)
-    started = time.monotonic()
     grade = MathGrader(timeout_s=0.2).grade(r"\boxed{1}", "1")
-    assert time.monotonic() - started < 2
+    assert not finished.is_set()  # the grade did not wait for the verification
     assert (grade.score, grade.parsed) == (0.0, False)
     assert "longer than 0.2s" in grade.detail
 
 
 def test_deadline_stops_a_runaway_python_loop() -> None:
+    # The loop spins until ``release`` is set, which only the 30 s hang guard
+    # does: if the deadline did not fire, ``spin`` would return normally and
+    # ``pytest.raises`` would fail.
     spinning: list[threading.Thread] = []
+    release = threading.Event()
+    completed = threading.Event()
 
     def spin() -> None:
         spinning.append(threading.current_thread())
-        while True:
+        while not release.is_set():
             pass
+        completed.set()
 
-    started = time.monotonic()
-    with pytest.raises(GradingTimeoutError, match=r"longer than 0\.2s"):
-        _call_with_deadline(spin, 0.2)
-    assert time.monotonic() - started < 2
-    spinning[0].join(5)
-    assert not spinning[0].is_alive()  # the abandoned thread really stopped
+    guard = threading.Timer(30, release.set)
+    guard.start()
+    try:
+        with pytest.raises(GradingTimeoutError, match=r"longer than 0\.2s"):
+            _call_with_deadline(spin, 0.2)
+        spinning[0].join(5)
+        assert not spinning[0].is_alive()  # the abandoned thread really stopped
+        assert not completed.is_set()  # ... by the deadline, not by running out
+    finally:
+        guard.cancel()
 
 
 # --------------------------------------------------------------------------- threads and asyncio

@@ -19,7 +19,6 @@ import os
 import pickle
 import subprocess
 import sys
-import time
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -158,7 +157,6 @@ async def test_grpo_trains_on_exported_episodes(tiny_model: Path, tmp_path: Path
     assert len(load_training_dataset(tmp_path / "episodes", min_round=0)) == 2 * len(PROBLEMS)
 
     grader = ShapedGrader()
-    started = time.perf_counter()
     outcome = train_command(
         tmp_path / "episodes",
         str(tiny_model),
@@ -171,7 +169,6 @@ async def test_grpo_trains_on_exported_episodes(tiny_model: Path, tmp_path: Path
         learning_rate=1e-3,
         grader=grader,
     )
-    wall = time.perf_counter() - started
     steps = [h for h in outcome.log_history if "loss" in h]
     assert outcome.steps == 2 and len(steps) == 2
     for entry in steps:
@@ -185,7 +182,6 @@ async def test_grpo_trains_on_exported_episodes(tiny_model: Path, tmp_path: Path
     assert before.keys() == after.keys()
     assert not before[LAYER_WEIGHT].equal(after[LAYER_WEIGHT])
     assert (tmp_path / "trained" / "tokenizer_config.json").is_file()
-    assert wall < 120, f"two tiny GRPO steps took {wall:.0f}s"
 
 
 def test_rloo_trains_on_a_recipe_trainset(tiny_model: Path, tmp_path: Path) -> None:

@@ -193,7 +193,7 @@ def test_stdout_stderr_and_exit_codes(sandbox: LocalSandbox) -> None:
     r = run(sandbox, "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)")
     assert r.exit_code is None and r.killed_by == "SIGSEGV"
     r = run(sandbox, "print('ok')")
-    assert r.ok and r.duration_s < 3 and r.limits == SMALL
+    assert r.ok and not r.timed_out and r.limits == SMALL
     assert r.isolation.complete and r.network_isolated
 
 
@@ -246,27 +246,28 @@ def test_fresh_workspace_is_a_removed_temporary_directory(sandbox: LocalSandbox)
 async def test_aexecute_runs_concurrently_without_blocking_the_loop(
     sandbox: LocalSandbox,
 ) -> None:
-    ticks = 0
+    # Four calls each sleep 2 s under a unique argument. A ticker on the event
+    # loop looks at the host's processes: it must run while the sleeps run (the
+    # loop is not blocked) and see more than one of them at once (not in sequence).
+    tokens = [f"2.{uuid.uuid4().int % 10**6:06d}{i}" for i in range(4)]
+    seen_at_once: list[int] = []
 
     async def ticker() -> None:
-        nonlocal ticks
         while True:
             await asyncio.sleep(0.02)
-            ticks += 1
+            seen_at_once.append(sum(1 for token in tokens if _pids_with(token)))
 
     tick_task = asyncio.create_task(ticker())
-    started = time.monotonic()
     results = await asyncio.gather(
         *(
-            sandbox.aexecute(ExecRequest(code=f"import time; time.sleep(1); print({i})"))
-            for i in range(4)
+            sandbox.aexecute(ExecRequest(code=f"sleep {token}; echo {i}", language="bash"))
+            for i, token in enumerate(tokens)
         )
     )
-    elapsed = time.monotonic() - started
     tick_task.cancel()
     assert [r.stdout for r in results] == [f"{i}\n" for i in range(4)]
-    assert elapsed < 3.0  # 4 x 1 s in sequence would be 4 s
-    assert ticks >= 20  # the event loop kept running throughout
+    assert max(seen_at_once) >= 2  # in sequence, at most one would ever run
+    assert sum(1 for n in seen_at_once if n) >= 2  # the loop ticked while they ran
 
 
 async def test_cancelling_aexecute_kills_the_code(sandbox: LocalSandbox) -> None:
@@ -295,7 +296,6 @@ def test_missing_workspace_is_a_recoverable_error(sandbox: LocalSandbox, tmp_pat
 def test_infinite_loop_is_stopped_by_cpu_time(sandbox: LocalSandbox) -> None:
     r = run(sandbox, "while True: pass", cpu_time_s=1, wall_time_s=10)
     assert r.killed_by == "cpu_time" and r.timed_out and r.exit_code is None
-    assert 0.9 < r.duration_s < 4
     assert r.cpu_time_s is not None and r.cpu_time_s > 0.5  # rusage is coarser than the limit
     assert "CPU-time limit" in r.to_tool_output()
     assert_parent_unharmed()
@@ -304,21 +304,24 @@ def test_infinite_loop_is_stopped_by_cpu_time(sandbox: LocalSandbox) -> None:
 def test_infinite_loop_is_stopped_by_wall_time(sandbox: LocalSandbox) -> None:
     r = run(sandbox, "while True: pass", wall_time_s=1, cpu_time_s=30)
     assert r.killed_by == "wall_time" and r.timed_out and r.exit_code is None
-    assert 0.9 < r.duration_s < 3
-    # Sleeping uses no CPU, and ignoring SIGTERM only buys the grace period.
+    # Sleeping uses no CPU, and ignoring SIGTERM only buys the grace period: had
+    # the program outlived its sleep it would have printed and exited with 0.
     r = run(
         sandbox,
-        "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(60)",
+        "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(60)\n"
+        "print('survived')",
         wall_time_s=1,
     )
-    assert r.killed_by == "wall_time" and r.duration_s < 3
+    assert r.killed_by == "wall_time" and r.exit_code is None and "survived" not in r.stdout
     assert "timed out: wall-time limit of 1 s" in r.to_tool_output()
     assert_parent_unharmed()
 
 
 def test_closing_stdout_does_not_escape_the_time_limit(sandbox: LocalSandbox) -> None:
-    r = run(sandbox, "import os, time\nos.close(1); os.close(2)\ntime.sleep(60)", wall_time_s=1)
-    assert r.killed_by == "wall_time" and r.duration_s < 3
+    # Had the call waited for the program to end, it would have exited by itself with 3.
+    code = "import os, time\nos.close(1); os.close(2)\ntime.sleep(60)\nos._exit(3)"
+    r = run(sandbox, code, wall_time_s=1)
+    assert r.killed_by == "wall_time" and r.exit_code is None
 
 
 def test_fork_is_limited_by_max_processes(sandbox: LocalSandbox) -> None:
@@ -342,7 +345,9 @@ def test_fork_is_limited_by_max_processes(sandbox: LocalSandbox) -> None:
     assert "refused: Resource temporarily unavailable" in r.stdout
     forked = int(r.stdout.split("forked")[1])
     assert forked < SMALL.max_processes
-    assert r.ok and r.duration_s < 2  # the sleeping children died with the call
+    # The children sleep 30 s holding stdout: had the call waited for them, the
+    # 3 s wall-time limit would have ended it and it would not be ok.
+    assert r.ok and not r.timed_out
     assert_parent_unharmed()
 
 
@@ -383,7 +388,6 @@ def test_fork_bomb_is_contained(sandbox: LocalSandbox) -> None:
 
     watcher = threading.Thread(target=watch)
     watcher.start()
-    started = time.monotonic()
     try:
         bomb = f": {token}; :(){{ :|:& }};: ; while :; do :; done"
         r = run(sandbox, bomb, "bash", wall_time_s=1.5)
@@ -391,7 +395,6 @@ def test_fork_bomb_is_contained(sandbox: LocalSandbox) -> None:
         stop.set()
         watcher.join()
     assert r.killed_by in ("wall_time", "output_limit")
-    assert time.monotonic() - started < 5
     assert 1 <= peak <= SMALL.max_processes
     assert_parent_unharmed(token)
 
@@ -551,9 +554,9 @@ def test_hundreds_of_megabytes_of_output_are_capped(sandbox: LocalSandbox) -> No
     r = run(sandbox, code, max_output_bytes=1 * MIB, wall_time_s=10)
     assert r.output_truncated and r.killed_by == "output_limit"
     assert len(r.stdout) + len(r.stderr) <= 1 * MIB
-    assert r.duration_s < 3
     r = run(sandbox, "yes 'stderr flood' >&2", "bash", max_output_bytes=1 * MIB)
-    assert r.output_truncated and len(r.stderr) <= 1 * MIB and r.duration_s < 3
+    assert r.output_truncated and len(r.stderr) <= 1 * MIB
+    assert r.killed_by == "output_limit"  # stopped by the cap, not by the wall time
     grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
     assert grown_kib < 64 * 1024
     assert_parent_unharmed()
@@ -569,8 +572,9 @@ def test_background_grandchild_cannot_hold_the_call_open(sandbox: LocalSandbox) 
         "print('main exits')\n"
     )
     r = run(sandbox, code, wall_time_s=20)
-    assert r.ok and r.stdout == "main exits\n"
-    assert r.duration_s < 2  # neither waited for the grandchild nor for the wall time
+    # The grandchild sleeps 987 s holding stdout: had the call waited for it, the
+    # 20 s wall-time limit would have ended it and it would not be ok.
+    assert r.ok and not r.timed_out and r.stdout == "main exits\n"
     assert_parent_unharmed(token)
 
 
