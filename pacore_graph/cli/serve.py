@@ -50,7 +50,10 @@ def _serve(args: argparse.Namespace) -> int:
             max_samples_in_flight=args.max_samples_in_flight,
             compactor=args.compactor,
             sampling=SamplingParams(**sampling),
-            retry=RetryPolicy(max_attempts=args.retries) if args.retries else RetryPolicy(),
+            retry=RetryPolicy(
+                **({"max_attempts": args.retries} if args.retries else {}),
+                **({"deadline": args.call_deadline} if args.call_deadline else {}),
+            ),
             limits=args.settings.limits(),
             max_body_bytes=args.max_body_bytes,
             max_connections=args.max_connections,

@@ -292,6 +292,7 @@ SAMPLING_OPTION_NAMES = (
     "max_tokens",
     "timeout",
     "retries",
+    "call_deadline",
     *LIMIT_OPTION_NAMES,
 )
 
