@@ -28,6 +28,7 @@ from pacore_graph import (
 )
 from pacore_graph.graph.prompts import render_synthesis
 from pacore_graph.graph.records import PaCoReResult
+from pacore_graph.graph.seeds import explorer_seed
 from pacore_graph.llm.client import OpenAICompatClient
 from pacore_graph.llm.langchain_client import LangChainChatClient, make_chat_model
 from pacore_graph.settings.config import RetryPolicy, SamplingParams
@@ -181,18 +182,19 @@ async def test_batching_off_sends_one_request_per_explorer() -> None:
         log_on = list(srv.requests)
     assert len(log_off) == 4 + 2 + 1
     assert all("n" not in r.body for r in log_off)
-    assert sorted(r.body["seed"] for r in log_off) == [100, 101, 102, 103, 1100, 1101, 2100]
+    every_seed = [explorer_seed(100, r, i) for r, k in enumerate([4, 2, 1]) for i in range(k)]
+    assert sorted(r.body["seed"] for r in log_off) == every_seed
     assert widths_by_round(log_off) == [4, 2, 1]
     # Each explorer's answer comes from its own request (its own seed).
     for t in unbatched.trajectories:
-        seed = 100 + 1000 * t.round + t.index
+        seed = explorer_seed(100, t.round, t.index)
         assert t.content.startswith(f"refs={[0, 4, 2][t.round]} sample=0 seed={seed} ")
         assert t.tokens_estimated is False
     # Batched: one request per round, the round's seed shared, samples told apart by index.
     assert [(r.body.get("n"), r.body["seed"]) for r in log_on] == [
-        (4, 100),
-        (2, 1100),
-        (None, 2100),
+        (4, explorer_seed(100, 0, 0)),
+        (2, explorer_seed(100, 1, 0)),
+        (None, explorer_seed(100, 2, 0)),
     ]
     assert [len(r) for r in batched.rounds] == [len(r) for r in unbatched.rounds] == [4, 2, 1]
     assert [t.content.split(" -> ")[0] for t in batched.rounds[0]] == [

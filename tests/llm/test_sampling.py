@@ -88,7 +88,7 @@ async def test_seeded_graph_on_a_server_ignoring_n_gives_k_distinct_trajectories
     assert len(set(texts)) == 4
     assert texts == [t.content for t in second.rounds[0]]
     # Round 0 went out with explorers 0..3's seeds, round 1 with its own.
-    assert seeds_sent(srv) == [5, 6, 7, 8, 1005]
+    assert seeds_sent(srv) == [explorer_seed(5, 0, i) for i in range(4)] + [explorer_seed(5, 1, 0)]
 
 
 # --------------------------------------------------------------------------- partial failures

@@ -20,6 +20,7 @@ from pacore_graph import PaCoReConfig, ainvoke_pacore, build_pacore_graph
 from pacore_graph.control.limits import SequenceLimiter
 from pacore_graph.errors import ModelCallError
 from pacore_graph.graph.records import Completion, PaCoReResult
+from pacore_graph.graph.seeds import explorer_seed
 from pacore_graph.llm.batching import SampleBatcher, streams_samples
 from pacore_graph.llm.choice_stream import ChoiceStream
 from pacore_graph.llm.client import OpenAICompatClient
@@ -307,7 +308,7 @@ async def test_seeded_streamed_samples_carry_the_request_seed(quorum: float) -> 
             await client.aclose()
         seeds = [r.body.get("seed") for r in srv.requests]
     # Round 0 is one request with explorer 0's seed; sample j stands for seed + j.
-    assert seeds == [7, 1007]
+    assert seeds == [explorer_seed(7, r, 0) for r in range(len(result.schedule))]
     assert all(t.content.startswith("sample ") for t in result.rounds[0])
 
 

@@ -12,6 +12,7 @@ import pytest
 from pacore_graph import PaCoReConfig, build_pacore_graph
 from pacore_graph.graph.compaction import AnswerCompactor
 from pacore_graph.graph.compactor_registry import CompactorRegistry
+from pacore_graph.graph.seeds import explorer_seed
 from pacore_graph.settings.per_run import SettingsError, resolve_settings
 from pacore_graph.settings.request_limits import RequestLimits
 from pacore_graph.testing.fake_client import FakeCall, FakeChatClient, FakeReply
@@ -57,7 +58,9 @@ async def test_sampling_settings_per_run_reach_the_model() -> None:
     out = await graph.ainvoke(QUESTION, {"configurable": configurable})
     params = {(c.params.temperature, c.params.top_p, c.params.max_tokens) for c in client.calls}
     assert params == {(0.3, 0.9, 77)}
-    assert {c.seed for c in client.calls} == {5, 1005}  # batched: one seed per round request
+    # batched: one request per round, carrying the seed of the round's first explorer
+    rounds = range(len(out["result"].schedule))
+    assert {c.seed for c in client.calls} == {explorer_seed(5, r, 0) for r in rounds}
     assert out["result"].extra["sampling"]["temperature"] == 0.3
     client.calls.clear()
     await graph.ainvoke(QUESTION)
