@@ -18,7 +18,7 @@ import pytest
 from pacore_graph.errors import ModelCallError
 from pacore_graph.graph.builder import ainvoke_pacore, build_pacore_graph
 from pacore_graph.graph.records import Completion
-from pacore_graph.graph.seeds import explorer_seed, sample_seed
+from pacore_graph.graph.seeds import explorer_seed
 from pacore_graph.llm.client import OpenAICompatClient, parse_retry_after
 from pacore_graph.llm.langchain_client import LangChainChatClient, make_chat_model
 from pacore_graph.settings.config import PaCoReConfig, RetryPolicy, SamplingParams
@@ -56,15 +56,6 @@ def seeds_sent(srv: ScriptedServer) -> list[Any]:
 
 
 # --------------------------------------------------------------------------- seeds
-
-
-def test_seed_derivation_is_one_rule() -> None:
-    assert explorer_seed(None, 1, 2) is None
-    assert explorer_seed(7, 0, 3) == 10
-    assert explorer_seed(7, 2, 0) == 2007
-    # Sample j of a request that starts at explorer i is explorer i + j's own seed.
-    assert sample_seed(explorer_seed(7, 1, 2), 3) == explorer_seed(7, 1, 5)
-    assert sample_seed(None, 3) is None
 
 
 @pytest.mark.parametrize("make", [direct, langchain], ids=["direct", "langchain"])
