@@ -1,4 +1,4 @@
-"""Straggler control, early stop on consensus and the token budget, as units.
+"""Straggler control (control/quorum): the quorum settings and the round gate, as units.
 
 The gate tests run real asyncio tasks; their ordering comes from events the
 test sets, never from sleeping and hoping.
@@ -11,10 +11,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from pacore_graph.control.budget import TokenBudget
-from pacore_graph.control.consensus import EarlyStop, round_consensus
 from pacore_graph.control.quorum import DROPPED, RoundQuorum, parse_quorum
-from pacore_graph.graph.records import Trajectory
 
 # ----------------------------------------------------------------- quorum settings
 
@@ -132,61 +129,3 @@ async def test_a_full_round_under_quorum_closes_nothing() -> None:
 
     assert await asyncio.gather(*(gate.run(ok) for _ in range(3))) == ["ok"] * 3
     assert gate.dropped == 0 and gate.reason is None
-
-
-# ----------------------------------------------------------------- consensus
-
-
-def traj(index: int, content: str, *, error: str | None = None) -> Trajectory:
-    return Trajectory(round=1, index=index, content=content, message=content, error=error)
-
-
-def test_round_consensus_counts_failures_against_agreement() -> None:
-    round_ = [
-        traj(0, r"so \boxed{7}"),
-        traj(1, "the answer is 8"),
-        traj(2, r"\boxed{7}"),
-        traj(3, "", error="timeout"),
-    ]
-    found = round_consensus(round_)
-    assert found.answer == "7" and found.share == 0.5
-    assert found.trajectory is round_[0] and found.votes == {"7": 2, "8": 1}
-
-
-def test_early_stop_needs_the_threshold_and_more_than_one_explorer() -> None:
-    round_ = [traj(i, rf"\boxed{{{a}}}") for i, a in enumerate([5, 5, 5, 6])]
-    assert EarlyStop(0.75).check(round_) is not None
-    assert EarlyStop(0.8).check(round_) is None
-    assert EarlyStop(0.5).check(round_[:1]) is None
-    assert EarlyStop(0.5).check([traj(0, "", error="x"), traj(1, "", error="y")]) is None
-    with pytest.raises(ValueError, match="early-stop-consensus"):
-        EarlyStop(1.5)
-
-
-# ----------------------------------------------------------------- token budget
-
-
-def test_budget_keeps_the_plan_when_it_fits() -> None:
-    budget = TokenBudget(10_000)
-    first = budget.width(round_index=0, planned=32, final=False, spent=0, trajectories_so_far=0)
-    assert first.width == 32 and first.reason is None  # nothing to project from yet
-    fits = budget.width(round_index=1, planned=4, final=False, spent=3200, trajectories_so_far=32)
-    assert fits.width == 4 and fits.reason is None
-
-
-def test_budget_shrinks_later_rounds_and_says_why() -> None:
-    budget = TokenBudget(3500)
-    # 32 trajectories cost 3,200 (100 each); 4 more + 1 final would reach 3,700.
-    d = budget.width(round_index=1, planned=4, final=False, spent=3200, trajectories_so_far=32)
-    assert d.width == 2  # 3,200 + 2 x 100 + 100 = 3,500
-    assert d.reason is not None and "K 4 -> 2" in d.reason and "3500" in d.reason
-
-
-def test_budget_never_goes_below_one_and_never_touches_the_final_round() -> None:
-    budget = TokenBudget(100)
-    d = budget.width(round_index=1, planned=4, final=False, spent=3200, trajectories_so_far=32)
-    assert d.width == 1
-    final = budget.width(round_index=2, planned=1, final=True, spent=9999, trajectories_so_far=36)
-    assert final.width == 1 and final.reason is None
-    with pytest.raises(ValueError, match="token-budget"):
-        TokenBudget(0)
