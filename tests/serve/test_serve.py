@@ -31,7 +31,7 @@ from pacore_graph import build_pacore_graph
 from pacore_graph.graph.builder import ainvoke_pacore
 from pacore_graph.graph.seeds import explorer_seed
 from pacore_graph.llm.client import OpenAICompatClient
-from pacore_graph.serve import ServeSettings, parse_model_name
+from pacore_graph.serve import ServeSettings
 from pacore_graph.settings.config import RetryPolicy, SamplingParams
 from pacore_graph.testing import ScriptedServer
 
@@ -78,17 +78,7 @@ async def library_result(upstream: ScriptedServer, rounds: list[int], seed: int)
         await client.aclose()
 
 
-# --------------------------------------------------------------------------- names
-
-
-def test_model_names() -> None:
-    assert parse_model_name("pacore-low") == (4,)
-    assert parse_model_name("pacore-medium") == (16,)
-    assert parse_model_name("pacore-high") == (32, 4)
-    assert parse_model_name("pacore:8,2") == (8, 2)
-    for bad in ("gpt-4", "pacore:", "pacore:0", "pacore:8,x", "pacore:99999"):
-        with pytest.raises(ValueError):
-            parse_model_name(bad)
+# --------------------------------------------------------------------------- settings
 
 
 def test_settings_validate() -> None:
