@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from pacore_graph.graph.seeds import ROUND_STRIDE, explorer_seed, sample_seed
+from pacore_graph.settings.config import PaCoReConfig
 
 
 def test_seed_derivation_is_one_rule() -> None:
@@ -23,7 +24,7 @@ def test_seed_derivation_is_one_rule() -> None:
 
 @pytest.mark.parametrize("base", [0, 5, 2**31])
 def test_every_explorer_of_a_run_gets_its_own_seed(base: int) -> None:
-    schedule = (32, 4, 1)  # the widest preset's shape
+    schedule = PaCoReConfig.from_preset("high").schedule  # the widest preset's shape
     seeds = [explorer_seed(base, r, i) for r, width in enumerate(schedule) for i in range(width)]
     assert len(set(seeds)) == sum(schedule)
 

