@@ -100,20 +100,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...], str], ...] = (
 
 #: Imports that run back up a layer today, each with why and what removes it.
 #: Nothing else may.
-KNOWN_UPWARD: dict[tuple[str, str], str] = {
-    (
-        "pacore_graph.graph.builder",
-        "pacore_graph.runs.checkpoint",
-    ): "the builder registers record types with the saver; issue 19 part 3 splits the"
-    " serializer registry out of checkpoint.py",
-}
+KNOWN_UPWARD: dict[tuple[str, str], str] = {}
 
 #: Circles through imports inside functions (module-level imports have none).
-KNOWN_CIRCLES: dict[frozenset[str], str] = {
-    frozenset(
-        {"pacore_graph.llm.client", "pacore_graph.llm.choice_stream"}
-    ): "issue 19 part 3 splits client.py by concept and removes it",
-}
+KNOWN_CIRCLES: dict[frozenset[str], str] = {}
 
 #: The layers below evaluation: the core that must run without it.
 CORE_TOP = "runs"

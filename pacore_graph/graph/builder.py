@@ -36,6 +36,7 @@ from langgraph.graph.state import CompiledStateGraph
 
 from pacore_graph.control.limits import SequenceLimiter
 from pacore_graph.graph.aggregation import Aggregator
+from pacore_graph.graph.checkpoint_types import with_pacore_types
 from pacore_graph.graph.compaction import Compactor, compactor_from_name
 from pacore_graph.graph.compactor_registry import CompactorRegistry
 from pacore_graph.graph.explorer import ChatExplorer, Explorer, GraphExplorer
@@ -46,7 +47,6 @@ from pacore_graph.graph.state import PaCoReInput, PaCoReOutput, PaCoReState
 from pacore_graph.llm.batching import SampleBatcher, streams_samples
 from pacore_graph.llm.client import ChatClient
 from pacore_graph.otel.spans import RunTracer, TraceOptions
-from pacore_graph.runs.checkpoint import with_pacore_types
 from pacore_graph.settings.config import PaCoReConfig
 from pacore_graph.settings.request_limits import RequestLimits
 
@@ -116,10 +116,10 @@ def build_pacore_graph(
 
     ``checkpointer`` is any LangGraph saver (``InMemorySaver``, the SQLite or
     Postgres saver); PaCoRe's record types are registered with its
-    serializer (:mod:`pacore_graph.runs.checkpoint`). Leave it ``None`` when the
+    serializer (:mod:`pacore_graph.graph.checkpoint_types`). Leave it ``None`` when the
     graph is a node of a checkpointed parent graph: it then checkpoints into
     the parent's saver (register the types there with
-    :func:`~pacore_graph.runs.checkpoint.pacore_serde`).
+    :func:`~pacore_graph.graph.checkpoint_types.pacore_serde`).
 
     A run may change its shape through ``config["configurable"]`` (see
     :mod:`pacore_graph.settings.per_run`), within ``limits`` (default

@@ -42,9 +42,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pacore_graph.control.limits import SequenceLimiter
-from pacore_graph.errors import ModelCallError
+from pacore_graph.errors import MalformedReplyError, UpstreamTransportError
 from pacore_graph.graph.records import Completion
-from pacore_graph.llm.client import ChatClient, SampleStreamingClient
+from pacore_graph.llm.protocols import ChatClient, SampleStreamingClient
 from pacore_graph.llm.sampling import SampleOutcome
 from pacore_graph.settings.config import SamplingParams
 
@@ -181,9 +181,7 @@ class SampleBatcher:
                 w.future.set_result(outcome)
         for w in waiters[len(outcomes) :]:
             if not w.future.done():
-                w.future.set_exception(
-                    ModelCallError("the client returned too few samples", kind="malformed")
-                )
+                w.future.set_exception(MalformedReplyError("the client returned too few samples"))
 
     async def _stream(self, group: _Group, waiters: list[_Waiter], seed: int | None) -> None:
         """One streamed request for ``waiters``; each resolved as its sample finishes."""
@@ -197,7 +195,7 @@ class SampleBatcher:
         for w in waiters:
             if not w.future.done():
                 w.future.set_exception(
-                    ModelCallError("the stream ended without this sample", kind="transport")
+                    UpstreamTransportError("the stream ended without this sample")
                 )
 
 

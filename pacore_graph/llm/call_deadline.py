@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from pacore_graph.errors import ModelCallError
+from pacore_graph.errors import ModelCallError, UpstreamTimeoutError
 
 __all__ = ["CallDeadline"]
 
@@ -48,13 +48,12 @@ class CallDeadline:
         return self.remaining() - wait > 0.0
 
     def expire(self, exc: ModelCallError | None = None) -> ModelCallError:
-        """The call's final error once the deadline is spent: ``exc`` marked final, or a new one."""
+        """The call's final error once the deadline is spent: ``exc`` marked final, or a new one.
+
+        The copy is neither retryable nor server-wide: nothing above may retry
+        or split it past the deadline. ``exc`` itself is left as it was.
+        """
         note = f"call deadline of {self.seconds:g}s reached"
         if exc is None:
-            return ModelCallError(note, kind="timeout")
-        exc.retryable = False  # nothing above may retry or split it past the deadline
-        exc.server_wide = False
-        text = str(exc.args[0]) if exc.args else exc.kind
-        if note not in text:
-            exc.args = (f"{text} ({note})",)
-        return exc
+            return UpstreamTimeoutError(note)
+        return exc.as_final(note)

@@ -17,16 +17,14 @@ how vLLM streams by default, and the count is marked ``tokens_estimated``.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pacore_graph.errors import ModelCallError
 from pacore_graph.graph.records import Completion
+from pacore_graph.llm.chat_reply import no_content
 from pacore_graph.llm.reply_checks import (
     indexed_choices,
-    malformed,
     object_field,
     optional_list,
     text_field,
@@ -35,14 +33,9 @@ from pacore_graph.llm.reply_checks import (
 )
 from pacore_graph.llm.reply_limits import LOGPROB_BYTES_PER_ENTRY, too_large
 from pacore_graph.llm.sampling import SampleOutcome
+from pacore_graph.llm.transport import decode_event
 
-__all__ = ["ChoiceStream", "stream_error"]
-
-_loads: Callable[[bytes], Any]
-try:  # a vLLM stream is one event per token and choice: parsing is the client's hot loop
-    from orjson import loads as _loads
-except ImportError:  # pragma: no cover - orjson comes with langsmith (CPython)
-    _loads = json.loads
+__all__ = ["ChoiceStream"]
 
 
 @dataclass(slots=True)
@@ -75,24 +68,14 @@ class ChoiceStream:
     def feed(self, payload: bytes, *, latency_s: float) -> list[tuple[int, SampleOutcome]]:
         """One ``data:`` payload in; the choices it finished out (index, outcome).
 
-        Raises :class:`ModelCallError` for an error event, or an event that is
+        Raises :class:`~pacore_graph.errors.ModelCallError` for an error event, or an event that is
         not JSON or not of the chunk's shape (``kind="malformed"``; see
         :mod:`pacore_graph.llm.reply_checks`).
         """
         if payload == b"[DONE]":
             self.done = True
             return []
-        try:
-            event = _loads(payload)
-        except ValueError:
-            raise ModelCallError(
-                f"server sent an invalid stream event: {payload[:200]!r}",
-                kind="malformed",
-            ) from None
-        if not isinstance(event, dict):
-            raise malformed(f"a stream event is {payload[:60]!r}, not an object")
-        if "error" in event or event.get("object") == "error":
-            raise stream_error(event)
+        event = decode_event(payload)
         model = event.get("model")
         if isinstance(model, str) and model:
             self.model = model
@@ -128,13 +111,7 @@ class ChoiceStream:
         del self._choices[index]  # its text now lives in the outcome only
         if not choice.content and not choice.tool_calls:
             # The streamed form of ``content: null``: a failure with its cause, not "".
-            why = f"finish_reason={finish!r}"
-            if choice.reasoning:
-                chars = sum(map(len, choice.reasoning))
-                why += f", {chars} characters of reasoning and no answer"
-            return ModelCallError(
-                f"server returned no content (streamed none, {why})", kind="no_content"
-            )
+            return no_content(finish, "".join(choice.reasoning), streamed=True)
         if choice.usage_tokens is not None:
             tokens, estimated = choice.usage_tokens, False
         elif choice.logprobs is not None:
@@ -193,29 +170,3 @@ def _take_delta(choice: _Choice, raw: Mapping[str, Any], where: str) -> int:
         choice.token_ids.extend(token_ids)
         kept += 8 * len(token_ids)
     return kept
-
-
-def stream_error(event: Mapping[str, Any]) -> ModelCallError:
-    """The error event a server sends when generation fails after the stream began.
-
-    vLLM sends ``{"error": {"message", "type", "code"}}`` (older versions the
-    fields at the top level, with ``"object": "error"``) and then ``[DONE]``.
-    """
-    from pacore_graph.llm.client import retryable_status  # client imports this module
-
-    error = event.get("error")
-    detail = error if isinstance(error, Mapping) else event
-    message = " ".join(str(detail.get("message") or json.dumps(dict(event))).split())[:300]
-    code = detail.get("code")
-    status = (
-        int(code)
-        if (isinstance(code, int) and not isinstance(code, bool) and 100 <= code <= 599)
-        or (isinstance(code, str) and code.isdigit() and len(code) == 3)
-        else None
-    )
-    return ModelCallError(
-        f"server reported an error mid-stream: {message}",
-        status=status,
-        retryable=status is None or retryable_status(status),
-        kind="status" if status is not None else "other",
-    )

@@ -30,10 +30,18 @@ from langchain_core.messages import AIMessage, convert_to_messages
 from langchain_core.outputs import ChatResult
 from langchain_openai import ChatOpenAI
 
-from pacore_graph.errors import ModelCallError
+from pacore_graph.errors import (
+    MalformedReplyError,
+    ModelCallError,
+    NoContentError,
+    UpstreamStatusError,
+    UpstreamTimeoutError,
+    UpstreamTransportError,
+)
 from pacore_graph.graph.records import Completion
 from pacore_graph.llm.call_deadline import CallDeadline
-from pacore_graph.llm.client import apportion, resolve_api_key, retryable_status
+from pacore_graph.llm.chat_reply import apportion
+from pacore_graph.llm.credentials import resolve_api_key
 from pacore_graph.llm.reply_checks import indexed_choices, malformed, token_count
 from pacore_graph.llm.reply_limits import reply_cap, too_large
 from pacore_graph.llm.sampling import (
@@ -43,6 +51,7 @@ from pacore_graph.llm.sampling import (
     check_encodable,
     with_seed,
 )
+from pacore_graph.llm.transport import retryable_status
 from pacore_graph.settings.config import RetryPolicy, SamplingParams
 
 __all__ = ["LangChainChatClient", "ReasoningChatOpenAI", "aclose_chat_model", "make_chat_model"]
@@ -84,6 +93,15 @@ class ReasoningChatOpenAI(ChatOpenAI):
                     gen.message.additional_kwargs["reasoning_content"] = message[key]
                     break
         return result
+
+
+#: The branch of the error tree a LangChain failure of each ``kind`` becomes.
+_BRANCHES: dict[str, type[ModelCallError]] = {
+    "timeout": UpstreamTimeoutError,
+    "transport": UpstreamTransportError,
+    "status": UpstreamStatusError,
+    "malformed": MalformedReplyError,
+}
 
 
 class _ReplyTooLarge(Exception):
@@ -290,7 +308,7 @@ class LangChainChatClient(PerSampleClient):
                 if status is not None
                 else "malformed"  # the SDK could not make sense of the answer
             )
-            raise ModelCallError(
+            raise _BRANCHES[kind](
                 f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}",
                 status=status,
                 retryable=transient or (status is not None and retryable_status(status)),
@@ -342,8 +360,7 @@ class LangChainChatClient(PerSampleClient):
         for i, (_, _, ai) in enumerate(texts):
             if ai is not None and NO_CONTENT_KEY in ai.additional_kwargs:
                 finish = ai.additional_kwargs[NO_CONTENT_KEY]
-                out[i] = ModelCallError(
-                    f"server returned no content (content: null, finish_reason={finish!r})",
-                    kind="no_content",
+                out[i] = NoContentError(
+                    f"server returned no content (content: null, finish_reason={finish!r})"
                 )
         return out

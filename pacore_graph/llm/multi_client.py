@@ -30,12 +30,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import random
-import re
 import time
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -119,9 +119,6 @@ class _Rotation:
     def __init__(self) -> None:
         self.tried: set[int] = set()
         self.retry_after: float | None = None
-
-
-_GAVE_UP = re.compile(r" \(gave up after \d+ attempts?\)$")
 
 
 def _ejects(exc: ModelCallError) -> bool:
@@ -300,9 +297,8 @@ class MultiEndpointClient(PerSampleClient):
                 outcomes = await replica.client.complete_each(
                     messages, n=n, params=params, seed=seed, deadline=deadline
                 )
+            outcomes = _map_errors(outcomes, functools.partial(_named, upstream=index))
             failures = [o for o in outcomes if isinstance(o, ModelCallError)]
-            for failure in failures:
-                failure.upstream = index
             replica.samples += len(outcomes) - len(failures)
             if not failures:
                 return outcomes
@@ -312,14 +308,11 @@ class MultiEndpointClient(PerSampleClient):
                 rotation.retry_after = failures[0].retry_after
                 continue
             if whole and failures[0].retryable:
-                for exc in {id(f): f for f in failures}.values():
-                    exc.attempts = attempt
-                    # The replica's own "gave up after 1 attempts" says less than this.
-                    text = _GAVE_UP.sub("", str(exc.args[0]))
-                    exc.args = (
-                        f"{text} (gave up after {attempt} attempts "
-                        f"over {len(self._replicas)} replicas)",
-                    )
+                # The replica's own "gave up after 1 attempts" says less than this.
+                gave_up = f"gave up after {attempt} attempts over {len(self._replicas)} replicas"
+                return _map_errors(
+                    outcomes, functools.partial(_gave_up, attempts=attempt, note=gave_up)
+                )
             return outcomes
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -357,12 +350,11 @@ class MultiEndpointClient(PerSampleClient):
                     out = await replica.client.stream(
                         messages, params=params, seed=seed, on_delta=forward, deadline=deadline
                     )
-            except ModelCallError as exc:
-                exc.upstream = index
+            except ModelCallError as caught:
+                exc = caught.with_upstream(index).with_attempts(attempt)
                 self._failed(replica, [exc])
-                exc.attempts = attempt
                 if sent or not exc.retryable or attempt == policy.max_attempts:
-                    raise
+                    raise exc from caught.__cause__
                 rotation.retry_after = exc.retry_after
                 last = exc
                 continue
@@ -427,9 +419,31 @@ class MultiEndpointClient(PerSampleClient):
 
 def _final(outcomes: list[SampleOutcome], deadline: CallDeadline) -> list[SampleOutcome]:
     """The last attempt's outcomes, its errors marked as ended by the call deadline."""
-    for exc in {id(o): o for o in outcomes if isinstance(o, ModelCallError)}.values():
-        deadline.expire(exc)
-    return outcomes
+    return _map_errors(outcomes, deadline.expire)
+
+
+def _named(exc: ModelCallError, *, upstream: int) -> ModelCallError:
+    return exc.with_upstream(upstream)
+
+
+def _gave_up(exc: ModelCallError, *, attempts: int, note: str) -> ModelCallError:
+    return exc.with_attempts(attempts, gave_up=note)
+
+
+def _map_errors(
+    outcomes: list[SampleOutcome], change: Callable[[ModelCallError], ModelCallError]
+) -> list[SampleOutcome]:
+    """``outcomes`` with each error replaced by ``change(error)``; a shared error stays shared."""
+    copies: dict[int, ModelCallError] = {}
+    out: list[SampleOutcome] = []
+    for outcome in outcomes:
+        if isinstance(outcome, ModelCallError):
+            if id(outcome) not in copies:
+                copies[id(outcome)] = change(outcome)
+            out.append(copies[id(outcome)])
+        else:
+            out.append(outcome)
+    return out
 
 
 def chat_client_for(

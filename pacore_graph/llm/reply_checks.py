@@ -28,7 +28,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pacore_graph.errors import ModelCallError
+from pacore_graph.errors import MalformedReplyError
 
 __all__ = [
     "MAX_TOKENS_PER_SAMPLE",
@@ -53,9 +53,9 @@ def _show(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def malformed(why: str) -> ModelCallError:
+def malformed(why: str) -> MalformedReplyError:
     """The one error for an answer of the wrong shape."""
-    return ModelCallError(f"malformed reply from the server: {why}", kind="malformed")
+    return MalformedReplyError(f"malformed reply from the server: {why}")
 
 
 def token_count(usage: Mapping[str, Any], key: str, *, samples: int = 1) -> int:

@@ -38,7 +38,7 @@ from typing import Any
 
 import aiohttp
 
-from pacore_graph.errors import ModelCallError
+from pacore_graph.errors import ResponseTooLargeError
 
 __all__ = [
     "CAP_CEILING",
@@ -94,12 +94,11 @@ def _mib(size: int) -> str:
     return f"{size / (1 << 20):.1f} MiB"
 
 
-def too_large(url: str, cap: int, *, what: str = "answer") -> ModelCallError:
+def too_large(url: str, cap: int, *, what: str = "answer") -> ResponseTooLargeError:
     """The error for an answer over its cap: not retried (it would come back as big)."""
-    return ModelCallError(
+    return ResponseTooLargeError(
         f"response too large: the {what} from {url} exceeded the {_mib(cap)} cap for this "
-        "request (set from max_tokens and n); it was dropped unread",
-        kind="response_too_large",
+        "request (set from max_tokens and n); it was dropped unread"
     )
 
 

@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from pacore_graph.errors import ModelCallError
+from pacore_graph.errors import MalformedReplyError, ModelCallError
 from pacore_graph.graph.records import Completion
 from pacore_graph.graph.seeds import sample_seed
 
@@ -133,8 +133,8 @@ class NSampler:
             return first + second
         if len(got) > n:
             # Extra choices are paid for and could not be counted: refused, not cut.
-            error = ModelCallError(
-                f"malformed reply from the server: {len(got)} choices for n={n}", kind="malformed"
+            error = MalformedReplyError(
+                f"malformed reply from the server: {len(got)} choices for n={n}"
             )
             return [error] * n
         if len(got) == n:
@@ -154,9 +154,7 @@ class NSampler:
             except ModelCallError as exc:
                 return exc
             if not got:
-                return ModelCallError(
-                    "malformed reply from the server: no choices", kind="malformed"
-                )
+                return MalformedReplyError("malformed reply from the server: no choices")
             return got[0]
 
         return list(await asyncio.gather(*(one(j) for j in range(start, stop))))

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pacore_graph.errors import ModelCallError
+from pacore_graph.errors import UpstreamStatusError
 from pacore_graph.graph.records import Completion
 from pacore_graph.settings.config import SamplingParams
 
@@ -84,7 +84,7 @@ class FakeChatClient:
             if isinstance(reply, str):
                 reply = FakeReply(content=reply)
             if reply.error is not None:
-                raise ModelCallError(reply.error, status=500, retryable=True)
+                raise UpstreamStatusError(reply.error, status=500, retryable=True)
             tokens = reply.completion_tokens
             if tokens is None:
                 tokens = len(reply.content.split()) + len((reply.reasoning or "").split())
