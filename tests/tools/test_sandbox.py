@@ -246,10 +246,10 @@ def test_fresh_workspace_is_a_removed_temporary_directory(sandbox: LocalSandbox)
 async def test_aexecute_runs_concurrently_without_blocking_the_loop(
     sandbox: LocalSandbox,
 ) -> None:
-    # Four calls each sleep 2 s under a unique argument. A ticker on the event
+    # Four calls each sleep about 1 s under a unique argument. A ticker on the event
     # loop looks at the host's processes: it must run while the sleeps run (the
     # loop is not blocked) and see more than one of them at once (not in sequence).
-    tokens = [f"2.{uuid.uuid4().int % 10**6:06d}{i}" for i in range(4)]
+    tokens = [f"1.{uuid.uuid4().int % 10**6:06d}{i}" for i in range(4)]
     seen_at_once: list[int] = []
 
     async def ticker() -> None:
