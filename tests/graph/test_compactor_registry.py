@@ -1,7 +1,7 @@
 """The compactor names a request may use (graph/compactor_registry): offered, never imported.
 
 Resolving a request's name through a whole graph run is in
-tests/settings/test_settings.py; here the registry is used on its own.
+tests/settings/test_per_run.py; here the registry is used on its own.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Per-request budgets: one validator (``RequestLimits``) behind the CLI, the env and the graph.
 
-The graph's per-run settings are tested in ``test_settings.py`` and ``pacore
+The graph's per-run settings are tested in ``test_per_run.py`` and ``pacore
 serve``'s requests in ``test_serve_limits.py``; here are the validator itself
 and the operator's side: flags, ``PACORE_*`` variables, one-line exit-2 errors.
 """
