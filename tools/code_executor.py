@@ -30,6 +30,7 @@ from pathlib import Path, PurePosixPath
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field
 
+from pacore_graph.errors import PaCoReError
 from pacore_graph.tools.sandbox import (
     CodeExecutor,
     ExecRequest,
@@ -51,7 +52,7 @@ _DEFAULT_MAX_READ_BYTES = 256 * 1024
 _DEFAULT_MAX_WRITE_BYTES = 16 * 1024 * 1024
 
 
-class WorkspacePathError(ValueError):
+class WorkspacePathError(PaCoReError, ValueError):
     """A file-tool path that would leave the workspace (``..``, absolute, symlink)."""
 
 

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pacore_graph.errors import PaCoReError
+
 if TYPE_CHECKING:
     from pydantic import ValidationError
 
@@ -44,7 +46,7 @@ EXIT_USAGE = 2
 EXIT_SKIPPED_INPUT = 3
 
 
-class UsageError(Exception):
+class UsageError(PaCoReError):
     """Bad arguments or input: exit code 2."""
 
 

@@ -17,6 +17,8 @@ from typing import Any, NoReturn
 from jinja2 import TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from pacore_graph.errors import PaCoReError
+
 __all__ = ["ChatTemplate", "ChatTemplateError"]
 
 #: Used when a GGUF has no template: ChatML, which most small instruct models speak.
@@ -28,7 +30,7 @@ CHATML = (
 )
 
 
-class ChatTemplateError(ValueError):
+class ChatTemplateError(PaCoReError, ValueError):
     """The messages cannot be rendered (the template refused them): a bad request."""
 
 

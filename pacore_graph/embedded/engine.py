@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from pacore_graph.errors import PaCoReError
 from pacore_graph.graph.seeds import sample_seed
 
 __all__ = [
@@ -53,7 +54,7 @@ __all__ = [
 _MAX_PENDING_TOKENS: Final = 4
 
 
-class RequestTooLarge(ValueError):
+class RequestTooLarge(PaCoReError, ValueError):
     """The request can never fit: more sequences or KV cells than the engine has."""
 
 

@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from pacore_graph.errors import PaCoReError
+
 __all__ = [
     "MAX_STOP_STRINGS",
     "ChatMessage",
@@ -26,7 +28,7 @@ __all__ = [
 MAX_STOP_STRINGS = 4
 
 
-class RequestError(ValueError):
+class RequestError(PaCoReError, ValueError):
     """A request the server refuses: becomes an OpenAI-style 400 ``invalid_request_error``."""
 
     def __init__(self, message: str, *, param: str | None = None, code: str | None = None):

@@ -25,6 +25,7 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Any, Protocol, runtime_checkable
 
+from pacore_graph.errors import PaCoReError
 from pacore_graph.graph.answers import extract_boxed
 
 __all__ = [
@@ -85,7 +86,7 @@ class Grader(Protocol):
     def grade(self, response: str, ground_truth: Any, problem: str | None = None) -> Grade: ...
 
 
-class GradingTimeoutError(RuntimeError):
+class GradingTimeoutError(PaCoReError):
     """Verification took longer than the grader's ``timeout_s``."""
 
 

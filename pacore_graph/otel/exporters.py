@@ -29,6 +29,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pacore_graph.errors import PaCoReError
+
 __all__ = [
     "JAEGER_ENDPOINT",
     "LANGFUSE_DEFAULT_HOST",
@@ -50,7 +52,7 @@ JAEGER_ENDPOINT = "http://localhost:4318/v1/traces"
 LANGFUSE_DEFAULT_HOST = "https://cloud.langfuse.com"
 
 
-class TracingConfigError(ValueError):
+class TracingConfigError(PaCoReError, ValueError):
     """Tracing was asked for but cannot be set up as configured."""
 
 

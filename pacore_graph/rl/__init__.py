@@ -29,6 +29,7 @@ import importlib
 import importlib.util
 from typing import TYPE_CHECKING
 
+from pacore_graph.errors import PaCoReError
 from pacore_graph.lazy import lazy_getattr
 
 if TYPE_CHECKING:
@@ -147,7 +148,7 @@ _DISTRIBUTIONS = {
 }
 
 
-class RLDependencyError(ImportError):
+class RLDependencyError(PaCoReError, ImportError):
     """A training dependency (the ``[rl]`` extra) is not installed."""
 
 

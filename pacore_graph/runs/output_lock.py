@@ -19,13 +19,15 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from pacore_graph.errors import PaCoReError
+
 __all__ = ["LOCK_SUFFIX", "OutputLockedError", "hold_output_lock", "lock_path"]
 
 #: Appended to a results file's name to name its lock.
 LOCK_SUFFIX = ".lock"
 
 
-class OutputLockedError(Exception):
+class OutputLockedError(PaCoReError):
     """Another live process holds the results file's lock."""
 
 

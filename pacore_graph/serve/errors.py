@@ -11,6 +11,8 @@ from typing import Any
 
 from starlette.responses import JSONResponse
 
+from pacore_graph.errors import PaCoReError
+
 __all__ = ["APIError", "error_body", "error_response"]
 
 _TYPES = {
@@ -25,7 +27,7 @@ _TYPES = {
 }
 
 
-class APIError(Exception):
+class APIError(PaCoReError):
     """An error answer with its HTTP status; raised by handlers, rendered by the app."""
 
     def __init__(

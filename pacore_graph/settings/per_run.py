@@ -29,6 +29,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from pacore_graph.errors import PaCoReError
 from pacore_graph.graph.compactor_registry import CompactorRegistry
 from pacore_graph.settings.config import PRESETS, PaCoReConfig, PresetName
 from pacore_graph.settings.request_limits import (
@@ -46,7 +47,7 @@ MAX_RUN_ROUNDS = DEFAULT_MAX_ROUNDS
 _ROUNDS_PARSE_CEILING = 1024
 
 
-class SettingsError(ValueError):
+class SettingsError(PaCoReError, ValueError):
     """A per-run setting in ``config["configurable"]`` is invalid."""
 
 

@@ -31,6 +31,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from pacore_graph.errors import PaCoReError
+
 __all__ = [
     "DEFAULT_MAX_ROUNDS",
     "DEFAULT_MAX_SAMPLES_PER_REQUEST",
@@ -52,7 +54,7 @@ MAX_ROUNDS_CEILING = 1024
 LimitedField = Literal["rounds", "max_tokens"]
 
 
-class RequestLimitError(ValueError):
+class RequestLimitError(PaCoReError, ValueError):
     """A request asks for more than a cap allows; ``field`` is ``rounds`` or ``max_tokens``."""
 
     def __init__(self, field: LimitedField, message: str) -> None:

@@ -7,10 +7,12 @@ could help.
 
 from __future__ import annotations
 
+from pacore_graph.errors import PaCoReError
+
 __all__ = ["SandboxError", "SandboxExecutionError", "SandboxUnavailableError"]
 
 
-class SandboxError(RuntimeError):
+class SandboxError(PaCoReError):
     """Base class of the sandbox's own failures (never of the code it runs).
 
     Code that fails, times out or is killed is an ordinary :class:`ExecResult`;
