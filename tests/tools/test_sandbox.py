@@ -251,6 +251,7 @@ async def test_aexecute_runs_concurrently_without_blocking_the_loop(
     # loop is not blocked) and see more than one of them at once (not in sequence).
     tokens = [f"1.{uuid.uuid4().int % 10**6:06d}{i}" for i in range(4)]
     seen_at_once: list[int] = []
+    roomy = SMALL.replace(wall_time_s=30)  # this test is not about the wall time
 
     async def ticker() -> None:
         while True:
@@ -260,12 +261,14 @@ async def test_aexecute_runs_concurrently_without_blocking_the_loop(
     tick_task = asyncio.create_task(ticker())
     results = await asyncio.gather(
         *(
-            sandbox.aexecute(ExecRequest(code=f"sleep {token}; echo {i}", language="bash"))
+            sandbox.aexecute(
+                ExecRequest(code=f"sleep {token}; echo {i}", language="bash", limits=roomy)
+            )
             for i, token in enumerate(tokens)
         )
     )
     tick_task.cancel()
-    assert [r.stdout for r in results] == [f"{i}\n" for i in range(4)]
+    assert [r.stdout for r in results] == [f"{i}\n" for i in range(4)], results
     assert max(seen_at_once) >= 2  # in sequence, at most one would ever run
     assert sum(1 for n in seen_at_once if n) >= 2  # the loop ticked while they ran
 
