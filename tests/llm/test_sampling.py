@@ -8,7 +8,6 @@ call order.
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -169,17 +168,29 @@ async def test_content_null_makes_a_failed_trajectory_in_a_run() -> None:
 
 
 async def test_retry_after_is_honoured() -> None:
-    policy = RetryPolicy(max_attempts=2, initial_backoff=0.001, max_backoff=0.001)
+    # The server asks for 30 s; the call may take 5 s in all. A client that
+    # honours Retry-After cannot wait that long and gives up after one request;
+    # one that used its own 1 ms backoff instead would retry and succeed.
+    policy = RetryPolicy(max_attempts=2, initial_backoff=0.001, max_backoff=0.001, deadline=5)
     async with (
-        ScriptedServer(fail_first=1, failure_status=429, retry_after=0.4) as srv,
+        ScriptedServer(fail_first=1, failure_status=429, retry_after=30) as srv,
         direct(srv.base_url, policy) as client,
     ):
-        started = time.perf_counter()
+        with pytest.raises(ModelCallError, match="call deadline of 5s reached") as caught:
+            await client.complete(user("Q"), params=PARAMS)
+    assert caught.value.status == 429
+    assert [r.status for r in srv.requests] == [429]  # no retry before the server's time
+
+
+async def test_a_short_retry_after_is_waited_out_and_retried() -> None:
+    policy = RetryPolicy(max_attempts=2, initial_backoff=0.001, max_backoff=0.001, deadline=60)
+    async with (
+        ScriptedServer(fail_first=1, failure_status=429, retry_after=0.05) as srv,
+        direct(srv.base_url, policy) as client,
+    ):
         (out,) = await client.complete(user("Q"), params=PARAMS)
-        waited = time.perf_counter() - started
     assert out.content
     assert [r.status for r in srv.requests] == [429, 200]
-    assert waited >= 0.4, "the retry came before the server's Retry-After"
 
 
 def test_parse_retry_after() -> None:
