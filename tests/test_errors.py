@@ -39,10 +39,15 @@ OUTSIDE_THE_TREE = {
     # Not an error: the CLI turns it into exit status 143, and it must not be
     # caught by the CLI's ``except PaCoReError`` ("run failed") before that.
     "pacore_graph.cli.signals.Terminated",
-    # Loaded by file path into the sandbox launcher (``python -I -S``), which
-    # must not import the package: standard library only.
+    # ``tools/sandbox`` runs standalone, standard library only: the launcher
+    # loads workspace_copy by file path (``python -I -S``), and the package is
+    # copied and imported by another user's interpreter that cannot see
+    # pacore_graph (tests/tools/test_sandbox.py::test_started_by_an_ordinary_user).
     "tools.sandbox.workspace_copy.WorkspaceTooLarge",
     "tools.sandbox.workspace_copy.WorkspaceTooDeep",
+    "tools.sandbox.errors.SandboxError",
+    "tools.sandbox.errors.SandboxUnavailableError",
+    "tools.sandbox.errors.SandboxExecutionError",
 }
 
 #: Modules that cannot be imported in a test process (a script run as a child).

@@ -7,12 +7,10 @@ could help.
 
 from __future__ import annotations
 
-from pacore_graph.errors import PaCoReError
-
 __all__ = ["SandboxError", "SandboxExecutionError", "SandboxUnavailableError"]
 
 
-class SandboxError(PaCoReError):
+class SandboxError(RuntimeError):
     """Base class of the sandbox's own failures (never of the code it runs).
 
     Code that fails, times out or is killed is an ordinary :class:`ExecResult`;
