@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TextIO
 
 __all__ = ["write_lines_atomic", "write_text_atomic"]
 
@@ -23,17 +24,18 @@ def _umask() -> int:
     return mask
 
 
-def write_lines_atomic(path: str | Path, lines: Iterable[str]) -> int:
-    """Write ``lines`` (each given without its newline) atomically; return how many."""
+def _replace_atomically(path: str | Path, write: Callable[[TextIO], None]) -> None:
+    """Run ``write`` on a temporary file beside ``path``, then rename it over ``path``.
+
+    On any failure the temporary file is removed and ``path`` is left as it
+    was; an ``OSError`` is raised again naming ``path``, not the temporary.
+    """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    count = 0
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            for line in lines:
-                fh.write(line + "\n")
-                count += 1
+            write(fh)
         # mkstemp creates 0600; give the file the permissions open() would have.
         os.chmod(tmp_name, 0o666 & ~_umask())
         os.replace(tmp_name, target)
@@ -42,21 +44,26 @@ def write_lines_atomic(path: str | Path, lines: Iterable[str]) -> int:
         if isinstance(exc, OSError):
             raise OSError(exc.errno, exc.strerror, str(target)) from None
         raise
+
+
+def write_lines_atomic(path: str | Path, lines: Iterable[str]) -> int:
+    """Write ``lines`` (each given without its newline) atomically; return how many."""
+    count = 0
+
+    def write(fh: TextIO) -> None:
+        nonlocal count
+        for line in lines:
+            fh.write(line + "\n")
+            count += 1
+
+    _replace_atomically(path, write)
     return count
 
 
 def write_text_atomic(path: str | Path, text: str) -> None:
     """Write ``text`` atomically (no newline is added)."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-        os.chmod(tmp_name, 0o666 & ~_umask())
-        os.replace(tmp_name, target)
-    except BaseException as exc:
-        Path(tmp_name).unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise OSError(exc.errno, exc.strerror, str(target)) from None
-        raise
+
+    def write(fh: TextIO) -> None:
+        fh.write(text)
+
+    _replace_atomically(path, write)
