@@ -22,10 +22,11 @@ from pathlib import Path
 
 import pytest
 from cli_support import run_argv
+from durable_support import by_input, samples_returned, write_dataset
 from pg_support import running_postgres
 
 from pacore_graph.runs.checkpoint import RUN_CHECKPOINT_SUFFIX
-from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
+from pacore_graph.testing import ScriptedServer
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PROBLEMS = 20
@@ -36,28 +37,10 @@ KILL_AFTER = 80
 LATENCY = 0.4
 
 
-def by_input(req: ScriptedRequest) -> ScriptedReply:
-    return ScriptedReply(
-        content=f"answer {len(req.last_user) % 97} sample {req.sample_index}",
-        completion_tokens=5,
-    )
-
-
 @pytest.fixture
 def server() -> Iterator[ScriptedServer]:
     with ScriptedServer(by_input, latency=LATENCY).run_in_thread() as srv:
         yield srv
-
-
-def samples_returned(srv: ScriptedServer) -> int:
-    return sum(int(r.body.get("n", 1)) for r in list(srv.requests) if r.status == 200)
-
-
-def write_dataset(path: Path) -> None:
-    with path.open("w") as fh:
-        for i in range(PROBLEMS):
-            q = {"id": f"q{i}", "messages": [{"role": "user", "content": f"What is {i} + {i}?"}]}
-            fh.write(json.dumps(q) + "\n")
 
 
 def command(srv: ScriptedServer, data: Path, out: Path, checkpoint: str | None) -> list[str]:
@@ -81,7 +64,7 @@ def command(srv: ScriptedServer, data: Path, out: Path, checkpoint: str | None) 
 
 def kill_then_rerun(srv: ScriptedServer, tmp_path: Path, checkpoint: str | None) -> dict[str, int]:
     data, out = tmp_path / "data.jsonl", tmp_path / "results.jsonl"
-    write_dataset(data)
+    write_dataset(data, PROBLEMS)
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     argv = command(srv, data, out, checkpoint)
     proc = subprocess.Popen(

@@ -24,12 +24,13 @@ from pathlib import Path
 
 import pytest
 from cli_support import run_argv
+from durable_support import by_input, samples_returned, write_dataset
 from pg_support import postgres_server
 
 from pacore_graph.runs.checkpoint import RUN_CHECKPOINT_SUFFIX
 from pacore_graph.runs.jsonl import LineSink
 from pacore_graph.runs.store_guard import redact_store
-from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
+from pacore_graph.testing import ScriptedServer
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PROBLEMS = 12
@@ -41,29 +42,10 @@ OUTAGE_S = 16.0
 HANG_GUARD_S = 180
 
 
-def by_input(req: ScriptedRequest) -> ScriptedReply:
-    return ScriptedReply(
-        content=f"answer {len(req.last_user) % 97} sample {req.sample_index}",
-        completion_tokens=5,
-    )
-
-
 @pytest.fixture
 def server() -> Iterator[ScriptedServer]:
     with ScriptedServer(by_input, latency=LATENCY).run_in_thread() as srv:
         yield srv
-
-
-def samples_returned(srv: ScriptedServer) -> int:
-    return sum(int(r.body.get("n", 1)) for r in list(srv.requests) if r.status == 200)
-
-
-def write_dataset(path: Path) -> Path:
-    with path.open("w") as fh:
-        for i in range(PROBLEMS):
-            q = {"id": f"q{i}", "messages": [{"role": "user", "content": f"What is {i} + {i}?"}]}
-            fh.write(json.dumps(q) + "\n")
-    return path
 
 
 def command(srv: ScriptedServer, data: Path, out: Path, *extra: str) -> list[str]:
@@ -143,7 +125,7 @@ def written_lines(out: Path) -> list[dict[str, object]]:
 def test_postgres_gone_for_good_stops_the_run_with_one_line_then_resumes(
     server: ScriptedServer, tmp_path: Path
 ) -> None:
-    data, out = write_dataset(tmp_path / "data.jsonl"), tmp_path / "results.jsonl"
+    data, out = write_dataset(tmp_path / "data.jsonl", PROBLEMS), tmp_path / "results.jsonl"
     with postgres_server() as pg:
         argv = command(server, data, out, "--checkpoint", pg.url, "--checkpoint-timeout", "3")
         proc = spawn(argv, tmp_path)
@@ -167,7 +149,7 @@ def test_postgres_gone_for_good_stops_the_run_with_one_line_then_resumes(
 def test_postgres_outage_shorter_than_the_timeout_costs_only_the_wait(
     server: ScriptedServer, tmp_path: Path
 ) -> None:
-    data, out = write_dataset(tmp_path / "data.jsonl"), tmp_path / "results.jsonl"
+    data, out = write_dataset(tmp_path / "data.jsonl", PROBLEMS), tmp_path / "results.jsonl"
     with postgres_server() as pg:
         argv = command(server, data, out, "--checkpoint", pg.url, "--checkpoint-timeout", "25")
         proc = spawn(argv, tmp_path)
@@ -192,7 +174,7 @@ def test_postgres_down_at_the_start_names_it_without_its_password(
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     url = f"postgresql://pacore:s3cret@127.0.0.1:{port}/postgres"
-    data, out = write_dataset(tmp_path / "data.jsonl"), tmp_path / "results.jsonl"
+    data, out = write_dataset(tmp_path / "data.jsonl", PROBLEMS), tmp_path / "results.jsonl"
     done = run(
         command(server, data, out, "--checkpoint", url, "--checkpoint-timeout", "1"), tmp_path
     )
@@ -221,7 +203,7 @@ def test_corrupt_sqlite_checkpoint_file_is_one_line_exit_2(
 ) -> None:
     from pacore_graph.cli import main
 
-    data, out = write_dataset(tmp_path / "data.jsonl"), tmp_path / "results.jsonl"
+    data, out = write_dataset(tmp_path / "data.jsonl", PROBLEMS), tmp_path / "results.jsonl"
     store = tmp_path / ("results.jsonl" + RUN_CHECKPOINT_SUFFIX)
     store.write_bytes(b"not a database, " * 512)
     argv = run_argv(data, out, "2", "--no-progress", base_url=server.base_url, model="scripted")
@@ -249,7 +231,7 @@ def test_sqlite_file_with_corrupt_pages_is_refused_before_any_call(
     for start in range(2 * page, len(raw) - page, 3 * page):
         raw[start + 8 : start + 200] = os.urandom(192)  # past each page header: cells, pointers
     store.write_bytes(bytes(raw))
-    data, out = write_dataset(tmp_path / "data.jsonl"), tmp_path / "results.jsonl"
+    data, out = write_dataset(tmp_path / "data.jsonl", PROBLEMS), tmp_path / "results.jsonl"
     argv = run_argv(data, out, "2", "--no-progress", base_url=server.base_url, model="scripted")
     code = main([*argv, "--checkpoint", f"sqlite:///{store}"])
     lines = error_lines(capsys.readouterr().err)
@@ -293,7 +275,7 @@ def fill(disk: Path, leave: int) -> Path:
 def test_full_disk_under_the_results_file_is_one_line_naming_it(
     server: ScriptedServer, tmp_path: Path, small_disk: Path
 ) -> None:
-    data, out = write_dataset(tmp_path / "data.jsonl"), small_disk / "results.jsonl"
+    data, out = write_dataset(tmp_path / "data.jsonl", PROBLEMS), small_disk / "results.jsonl"
     filler = fill(small_disk, 3 * 4096)  # the lock's page, then about two pages of lines
     argv = command(server, data, out, "--checkpoint", f"sqlite:///{tmp_path / 'ck.sqlite'}")
     done = run(argv, tmp_path)
@@ -310,7 +292,7 @@ def test_full_disk_under_the_results_file_is_one_line_naming_it(
 def test_full_disk_under_the_sqlite_checkpoints_is_one_line_naming_them(
     server: ScriptedServer, tmp_path: Path, small_disk: Path
 ) -> None:
-    data, out = write_dataset(tmp_path / "data.jsonl"), tmp_path / "results.jsonl"
+    data, out = write_dataset(tmp_path / "data.jsonl", PROBLEMS), tmp_path / "results.jsonl"
     store = small_disk / "ck.sqlite"
     filler = fill(small_disk, 96 * 1024)  # room to open the store, not for the run
     argv = command(server, data, out, "--checkpoint", f"sqlite:///{store}")
@@ -332,7 +314,7 @@ def test_full_disk_before_the_run_is_refused_before_any_call(
     server: ScriptedServer, tmp_path: Path, small_disk: Path
 ) -> None:
     """The default store beside an output on a full disk: cannot be opened, so nothing runs."""
-    data, out = write_dataset(tmp_path / "data.jsonl"), small_disk / "results.jsonl"
+    data, out = write_dataset(tmp_path / "data.jsonl", PROBLEMS), small_disk / "results.jsonl"
     fill(small_disk, 0)
     done = run(command(server, data, out), tmp_path)
     lines = error_lines(done.stderr)
@@ -361,7 +343,7 @@ def test_a_line_that_cannot_be_written_names_the_file() -> None:
 def test_sigterm_stops_like_ctrl_c_and_the_rerun_resumes(
     server: ScriptedServer, tmp_path: Path, ignore_sigint: bool
 ) -> None:
-    data, out = write_dataset(tmp_path / "data.jsonl"), tmp_path / "results.jsonl"
+    data, out = write_dataset(tmp_path / "data.jsonl", PROBLEMS), tmp_path / "results.jsonl"
     argv = command(server, data, out)
     proc = spawn(argv, tmp_path, ignore_sigint=ignore_sigint)
     wait_for_samples(server, 30, proc)
