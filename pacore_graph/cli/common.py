@@ -203,7 +203,8 @@ def _tracing(args: argparse.Namespace) -> Iterator[TraceOptions]:
     capture = True if args.trace_content else None
     try:
         kinds = exporter_kinds(args.trace)  # --trace, else OTEL_TRACES_EXPORTER
-        provider = configure_tracing(kinds) if kinds else None
+        project = getattr(args, "trace_project", None)
+        provider = configure_tracing(kinds, project=project) if kinds else None
     except TracingConfigError as exc:
         raise UsageError(str(exc)) from None
     if provider is None:

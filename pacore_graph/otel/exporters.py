@@ -32,8 +32,10 @@ from typing import Any
 from pacore_graph.errors import PaCoReError
 
 __all__ = [
+    "DEFAULT_TRACE_PROJECT",
     "JAEGER_ENDPOINT",
     "LANGFUSE_DEFAULT_HOST",
+    "PROJECT_ATTRIBUTE",
     "TRACES_EXPORTER_ENV",
     "TRACES_EXPORTER_VALUES",
     "TRACE_KINDS",
@@ -44,6 +46,10 @@ __all__ = [
 ]
 
 TRACE_KINDS = ("console", "otlp", "jaeger", "langfuse")
+#: The resource attribute Arize Phoenix reads to file spans under a project.
+PROJECT_ATTRIBUTE = "openinference.project.name"
+#: The project runs land in unless ``--trace-project`` names another.
+DEFAULT_TRACE_PROJECT = "pacore"
 TRACES_EXPORTER_ENV = "OTEL_TRACES_EXPORTER"
 TRACES_EXPORTER_VALUES = ("console", "otlp", "none")
 """What ``OTEL_TRACES_EXPORTER`` may hold here (the SDK's names; zipkin and
@@ -101,6 +107,7 @@ def configure_tracing(
     endpoint: str | None = None,
     headers: Mapping[str, str] | None = None,
     service_name: str | None = None,
+    project: str | None = None,
     batch: bool = True,
     set_global: bool = False,
     env: Mapping[str, str] = os.environ,
@@ -155,7 +162,14 @@ def configure_tracing(
             extra = {**lf_headers, **extra}
         exporters.append(OTLPSpanExporter(endpoint=target, headers=extra or None))
     name = service_name or env.get("OTEL_SERVICE_NAME") or "pacore-graph"
-    resource = Resource.create({"service.name": name, "service.version": __version__})
+    resource = Resource.create(
+        {
+            "service.name": name,
+            "service.version": __version__,
+            # Arize Phoenix files spans under this project (it ignores service.name).
+            PROJECT_ATTRIBUTE: project or DEFAULT_TRACE_PROJECT,
+        }
+    )
     provider = TracerProvider(resource=resource)
     for exporter in exporters:
         processor = BatchSpanProcessor(exporter) if batch else SimpleSpanProcessor(exporter)

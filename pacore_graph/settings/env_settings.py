@@ -110,6 +110,7 @@ class PaCoReSettings(BaseSettings):
     client: Literal["direct", "langchain"] = "direct"
     no_batch: bool = False
     trace: str | None = None
+    trace_project: str = Field("pacore", min_length=1, max_length=200)
     trace_content: bool = False
     no_progress: bool = False
 

@@ -268,6 +268,11 @@ MODEL_OPTIONS: tuple[Option, ...] = (
         default_text="OTEL_TRACES_EXPORTER if set, else none",
     ),
     Option(
+        "trace_project",
+        "project the spans are filed under (Arize Phoenix's openinference.project.name)",
+        default="pacore",
+    ),
+    Option(
         "trace_content",
         "record prompts and completions in spans (off unless asked)",
         flag=True,
