@@ -1,0 +1,169 @@
+"""A code problem's tests, typed: what a dataset adapter produces and the code grader runs.
+
+LiveCodeBench stores each problem's tests as two lists of ``{"input",
+"output", "testtype"}`` objects (``public_test_cases`` plain JSON,
+``private_test_cases`` base64(zlib(pickle(JSON string)))) plus
+``metadata.func_name`` for LeetCode-style problems; its runner flattens them
+into one ``{"inputs": [...], "outputs": [...], "fn_name": ...}`` sample,
+public tests first (``CodeGenerationProblem.get_evaluation_sample`` in
+lcb_runner/benchmarks/code_generation.py of github.com/LiveCodeBench/LiveCodeBench).
+:class:`CodeTests` is that sample, decoded and checked once when the dataset
+is read, so the grader never parses a hub format and a broken row is refused
+with its row number instead of scoring 0 at grading time.
+
+Test kinds (LiveCodeBench's ``TestType``):
+
+- ``stdin``: ``input`` is fed to the program's standard input, ``output`` is
+  the expected standard output (compared after whitespace normalisation).
+- ``functional``: ``input`` is newline-separated JSON values, the positional
+  arguments of ``fn_name`` (a method of the starter code's ``Solution``
+  class), and ``output`` is the JSON of the expected return value.
+
+The record carries the tests in its ground truth under :data:`CODE_TESTS_KEY`
+as plain JSON (:meth:`CodeTests.to_json`), so they survive the results file
+and a resumed eval; :func:`code_tests_of` reads them back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, cast
+
+__all__ = [
+    "CODE_TESTS_KEY",
+    "DEFAULT_TIME_LIMIT_S",
+    "TEST_TYPES",
+    "CodeTest",
+    "CodeTests",
+    "TestType",
+    "code_tests_of",
+]
+
+TestType = Literal["stdin", "functional"]
+TEST_TYPES: tuple[TestType, ...] = ("stdin", "functional")
+
+CODE_TESTS_KEY = "code_tests"
+"""The ground-truth key of a code record's tests: ``{"code_tests": {...}}``."""
+
+DEFAULT_TIME_LIMIT_S = 6.0
+"""Seconds per test: LiveCodeBench's default (``--timeout 6``, lcb_runner/runner/parser.py)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CodeTest:
+    """One test: ``input`` given, ``output`` expected, run as ``testtype``."""
+
+    input: str
+    output: str
+    testtype: TestType
+    public: bool = True
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.input, str) or not isinstance(self.output, str):
+            raise ValueError("a code test's input and output must be strings")
+        if self.testtype not in TEST_TYPES:
+            raise ValueError(
+                f"unknown test type {self.testtype!r}; expected one of {', '.join(TEST_TYPES)}"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class CodeTests:
+    """Every test of one problem, public first, and how to call the solution.
+
+    ``fn_name`` is set for functional problems (LiveCodeBench's
+    ``metadata.func_name``) and None for stdin ones; ``starter_code`` is the
+    class/method skeleton shown to the model (empty for stdin problems);
+    ``time_limit_s`` bounds each test, not the whole problem. A solution
+    passes only if every test passes.
+    """
+
+    tests: tuple[CodeTest, ...]
+    fn_name: str | None = None
+    starter_code: str = ""
+    time_limit_s: float = DEFAULT_TIME_LIMIT_S
+
+    def __post_init__(self) -> None:
+        if not self.tests:
+            raise ValueError("a code problem needs at least one test")
+        if any(t.testtype == "functional" for t in self.tests) and not self.fn_name:
+            raise ValueError("functional tests need the function name (metadata.func_name)")
+        limit = self.time_limit_s
+        if isinstance(limit, bool) or not isinstance(limit, int | float) or not limit > 0:
+            raise ValueError(f"time_limit_s must be a positive number, got {limit!r}")
+
+    @property
+    def inputs(self) -> list[str]:
+        return [t.input for t in self.tests]
+
+    @property
+    def outputs(self) -> list[str]:
+        return [t.output for t in self.tests]
+
+    @property
+    def public_count(self) -> int:
+        return sum(1 for t in self.tests if t.public)
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON (lists, dicts, strings, numbers) for a record's ground truth."""
+        return {
+            "tests": [
+                {"input": t.input, "output": t.output, "testtype": t.testtype, "public": t.public}
+                for t in self.tests
+            ],
+            "fn_name": self.fn_name,
+            "starter_code": self.starter_code,
+            "time_limit_s": self.time_limit_s,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> CodeTests:
+        """The inverse of :meth:`to_json`; raises ValueError naming what is wrong."""
+        if not isinstance(data, Mapping):
+            raise ValueError(f"code tests must be an object, got {type(data).__name__}")
+        raw = data.get("tests")
+        if not isinstance(raw, Sequence) or isinstance(raw, str):
+            raise ValueError("code tests need a 'tests' list")
+        tests = []
+        for i, item in enumerate(raw):
+            if not isinstance(item, Mapping):
+                raise ValueError(f"test {i} is a {type(item).__name__}, not an object")
+            try:
+                tests.append(
+                    CodeTest(
+                        input=item["input"],
+                        output=item["output"],
+                        testtype=cast(TestType, item["testtype"]),
+                        public=bool(item.get("public", True)),
+                    )
+                )
+            except KeyError as exc:
+                raise ValueError(f"test {i} has no {exc.args[0]!r}") from None
+            except ValueError as exc:
+                raise ValueError(f"test {i}: {exc}") from None
+        fn_name = data.get("fn_name")
+        if fn_name is not None and not isinstance(fn_name, str):
+            raise ValueError(f"fn_name must be a string, got {type(fn_name).__name__}")
+        starter = data.get("starter_code") or ""
+        if not isinstance(starter, str):
+            raise ValueError(f"starter_code must be a string, got {type(starter).__name__}")
+        return cls(
+            tests=tuple(tests),
+            fn_name=fn_name or None,
+            starter_code=starter,
+            time_limit_s=data.get("time_limit_s", DEFAULT_TIME_LIMIT_S),
+        )
+
+
+def code_tests_of(ground_truth: Any) -> CodeTests | None:
+    """The tests in a record's ground truth, or None when it carries none.
+
+    Raises ValueError when the key is there but its value is not valid
+    tests (a grader turns that into an unparsed grade with the reason).
+    """
+    if isinstance(ground_truth, CodeTests):
+        return ground_truth
+    if not isinstance(ground_truth, Mapping) or CODE_TESTS_KEY not in ground_truth:
+        return None
+    return CodeTests.from_json(ground_truth[CODE_TESTS_KEY])

@@ -1,0 +1,62 @@
+"""CodeTests: the typed tests a code record carries, round-tripped through plain JSON."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pacore_graph.eval.code_tests import (
+    CODE_TESTS_KEY,
+    DEFAULT_TIME_LIMIT_S,
+    CodeTest,
+    CodeTests,
+    code_tests_of,
+)
+
+
+def _functional() -> CodeTests:
+    return CodeTests(
+        tests=(
+            CodeTest("[1, 2]\n3", "[0, 1]", "functional"),
+            CodeTest("[3, 3]\n6", "[0, 1]", "functional", public=False),
+        ),
+        fn_name="twoSum",
+        starter_code="class Solution:\n    def twoSum(self, nums, target):\n        ",
+    )
+
+
+def test_round_trips_through_json_text() -> None:
+    tests = _functional()
+    again = code_tests_of({CODE_TESTS_KEY: json.loads(json.dumps(tests.to_json()))})
+    assert again == tests
+    assert again is not None and again.public_count == 1
+    assert again.inputs == ["[1, 2]\n3", "[3, 3]\n6"] and again.outputs == ["[0, 1]"] * 2
+    assert again.time_limit_s == DEFAULT_TIME_LIMIT_S
+
+
+def test_records_without_tests_have_none() -> None:
+    assert code_tests_of({"answer": "42"}) is None
+    assert code_tests_of("42") is None
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"tests": []}, "at least one test"),
+        (
+            {"tests": [{"input": "1", "output": "1", "testtype": "batch"}]},
+            "test 0: unknown test type",
+        ),
+        ({"tests": [{"input": "1", "testtype": "stdin"}]}, "test 0 has no 'output'"),
+        ({"tests": [{"input": "[1]", "output": "1", "testtype": "functional"}]}, "func_name"),
+        (
+            {"tests": [{"input": "1", "output": "1", "testtype": "stdin"}], "time_limit_s": 0},
+            "time_limit_s",
+        ),
+        ({"tests": "1"}, "'tests' list"),
+    ],
+)
+def test_bad_tests_are_refused_with_the_reason(data: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        code_tests_of({CODE_TESTS_KEY: data})
