@@ -1,88 +1,45 @@
 """The chat clients against a real HTTP server (the scripted one, or a tiny aiohttp app).
 
-Both clients are checked: :class:`OpenAICompatClient` (direct aiohttp) and
-:class:`LangChainChatClient` over the ``ChatOpenAI`` that ``make_chat_model``
-builds. Replies depend only on the request (last user message, sample index),
-never on call order.
+:class:`OpenAICompatClient` (direct aiohttp) throughout; tests marked ``BOTH``
+also run :class:`LangChainChatClient` over the ``ChatOpenAI`` that
+``make_chat_model`` builds (what only that client does is in
+``test_langchain_client.py``, the API key in ``test_credentials.py``). Replies
+depend only on the request (last user message, sample index), never on call
+order.
 """
 
 from __future__ import annotations
 
 import json
-import socket
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 import aiohttp
 import pytest
 from aiohttp import web
-from langchain_core.messages import HumanMessage
-from langchain_openai import ChatOpenAI
+from llm_support import (
+    BOTH,
+    PARAMS,
+    ClientFactory,
+    closed_port,
+    direct,
+    graded,
+    one_choice_server,
+    serving,
+    user,
+)
 
 from pacore_graph.errors import ModelCallError
 from pacore_graph.graph.records import Completion
 from pacore_graph.llm.client import ChatClient, OpenAICompatClient
-from pacore_graph.llm.langchain_client import (
-    LangChainChatClient,
-    ReasoningChatOpenAI,
-    make_chat_model,
-)
 from pacore_graph.settings.config import RetryPolicy, SamplingParams
 from pacore_graph.testing import (
     DISCONNECT_STATUS,
-    ScriptedReply,
     ScriptedRequest,
     ScriptedServer,
     count_tokens,
 )
-
-FAST_RETRY = RetryPolicy(max_attempts=4, initial_backoff=0.001, max_backoff=0.01)
-PARAMS = SamplingParams()
-SECRET = "sk-test-SECRET-4242"
-
-
-def user(text: str) -> list[dict[str, Any]]:
-    return [{"role": "user", "content": text}]
-
-
-def graded(req: ScriptedRequest) -> ScriptedReply:
-    """Sample i answers with 2 + 3*i words of content and a one-word reasoning."""
-    words = " ".join(f"w{j}" for j in range(2 + 3 * req.sample_index))
-    return ScriptedReply(
-        content=f"{req.last_user}/{req.sample_index}: {words}",
-        reasoning=f"why-{req.sample_index}",
-    )
-
-
-def closed_port() -> int:
-    """A port nothing listens on (bound, then released)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@asynccontextmanager
-async def direct(base_url: str, **kwargs: Any) -> AsyncIterator[OpenAICompatClient]:
-    kwargs.setdefault("retry", FAST_RETRY)
-    client = OpenAICompatClient(base_url, "scripted", **kwargs)
-    try:
-        yield client
-    finally:
-        await client.aclose()
-
-
-@asynccontextmanager
-async def langchain(base_url: str, **kwargs: Any) -> AsyncIterator[LangChainChatClient]:
-    client = LangChainChatClient(make_chat_model(base_url, "scripted", **kwargs))
-    try:
-        yield client
-    finally:
-        await client.aclose()
-
-
-ClientFactory = Callable[..., Any]
-BOTH = pytest.mark.parametrize("make_client", [direct, langchain], ids=["direct", "langchain"])
 
 
 async def server_usage(srv: ScriptedServer, body: dict[str, Any]) -> dict[str, int]:
@@ -174,32 +131,6 @@ async def test_reasoning_modes_without_a_separate_field() -> None:
     assert think.content.startswith("<think>why-0</think>")
 
 
-@pytest.mark.parametrize("mode", ["reasoning", "reasoning_content"])
-async def test_plain_chat_openai_drops_reasoning_ours_keeps_it(mode: str) -> None:
-    async with ScriptedServer(graded, reasoning_mode=mode) as srv:  # type: ignore[arg-type]
-        plain = ChatOpenAI(base_url=srv.base_url, model="scripted", api_key="x", max_retries=0)
-        ours = make_chat_model(srv.base_url, "scripted", api_key="x")
-        assert isinstance(ours, ReasoningChatOpenAI)
-        try:
-            # The raw LangChain results: upstream has nowhere to put the field.
-            raw_plain = await plain.agenerate([[HumanMessage("p")]])
-            raw_ours = await ours.agenerate([[HumanMessage("p")]])
-            plain_msg = raw_plain.generations[0][0].message
-            ours_msg = raw_ours.generations[0][0].message
-            assert "why-0" not in repr(plain_msg)
-            assert ours_msg.additional_kwargs["reasoning_content"] == "why-0"
-            # And through our client adapter.
-            (lost,) = await LangChainChatClient(plain).complete(user("p"), params=PARAMS)
-            (kept,) = await LangChainChatClient(ours).complete(user("p"), params=PARAMS)
-            assert lost.reasoning is None
-            assert kept.reasoning == "why-0"
-            assert lost.content == kept.content
-            assert srv.request_count == 4
-        finally:
-            await plain.root_async_client.close()
-            await ours.root_async_client.close()
-
-
 # --------------------------------------------------------------------------- retries
 
 
@@ -253,28 +184,6 @@ async def test_400_is_not_retried() -> None:
         assert "HTTP 400" in str(info.value)
 
 
-async def test_langchain_400_is_not_retried() -> None:
-    async with (
-        ScriptedServer(graded, fail_when=lambda req: 400) as srv,
-        langchain(srv.base_url, retry=RetryPolicy(max_attempts=4)) as client,
-    ):
-        with pytest.raises(ModelCallError) as info:
-            await client.complete(user("bad"), params=PARAMS)
-        assert len(srv.requests) == 1
-        assert info.value.status == 400
-
-
-async def test_langchain_retries_a_500() -> None:
-    # The openai SDK does the retrying here (its own ~0.5 s backoff).
-    async with (
-        ScriptedServer(graded, fail_first=1) as srv,
-        langchain(srv.base_url, retry=RetryPolicy(max_attempts=2)) as client,
-    ):
-        (c,) = await client.complete(user("again"), params=PARAMS)
-        assert c.content.startswith("again/0")
-        assert [r.status for r in srv.requests] == [500, 200]
-
-
 async def test_disconnect_is_retried_then_recovers() -> None:
     async with (
         ScriptedServer(graded, fail_first=1, failure_mode="disconnect") as srv,
@@ -313,68 +222,7 @@ async def test_unreachable_server_cannot_reach() -> None:
     assert info.value.status is None
 
 
-async def test_langchain_unreachable_server_raises_model_call_error() -> None:
-    url = f"http://127.0.0.1:{closed_port()}/v1"
-    async with langchain(url, retry=RetryPolicy(max_attempts=1)) as client:
-        with pytest.raises(ModelCallError, match=r"Connection|Timeout") as info:
-            await client.complete(user("anyone?"), params=PARAMS)
-    # With the aiohttp transport the SDK reports a refused connection as
-    # "OpenAITimeoutError: Request timed out." (httpx-aiohttp's mapping).
-    assert info.value.status is None
-
-
 # --------------------------------------------------------------------------- servers ignoring n
-
-
-@asynccontextmanager
-async def serving(
-    chat: Callable[[web.Request], Awaitable[web.StreamResponse]],
-) -> AsyncIterator[str]:
-    """A bare server on 127.0.0.1 whose ``/v1/chat/completions`` is ``chat``: its base URL.
-
-    For servers that behave unlike ``ScriptedServer`` on purpose (llama.cpp quirks).
-    """
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", chat)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    try:
-        yield f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
-    finally:
-        await runner.cleanup()
-
-
-@asynccontextmanager
-async def one_choice_server() -> AsyncIterator[tuple[str, list[dict[str, Any]]]]:
-    """A llama.cpp-like server: ignores ``n`` and always answers with one choice."""
-    bodies: list[dict[str, Any]] = []
-
-    async def chat(request: web.Request) -> web.Response:
-        body = await request.json()
-        bodies.append(body)
-        question = body["messages"][-1]["content"]
-        content = f"single answer to {question}"
-        return web.json_response(
-            {
-                "id": f"one-{len(bodies)}",
-                "object": "chat.completion",
-                "created": 0,
-                "model": body["model"],
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": content},
-                        "finish_reason": "stop",
-                    }
-                ],
-                "usage": {"prompt_tokens": 2, "completion_tokens": 4, "total_tokens": 6},
-            }
-        )
-
-    async with serving(chat) as base_url:
-        yield base_url, bodies
 
 
 async def test_direct_client_tops_up_when_server_ignores_n() -> None:
@@ -391,15 +239,6 @@ async def test_direct_client_tops_up_when_server_ignores_n() -> None:
         assert [b.get("n") for b in bodies] == [None, None]
 
 
-async def test_langchain_client_tops_up_when_server_ignores_n() -> None:
-    async with one_choice_server() as (url, bodies), langchain(url) as client:
-        out = await client.complete(user("Q"), n=3, params=PARAMS)
-        assert len(out) == 3
-        assert all(c.content == "single answer to Q" for c in out)
-        assert len(bodies) == 3
-        assert bodies[0].get("n") == 3
-
-
 async def test_direct_client_supports_n_is_learned() -> None:
     async with ScriptedServer(graded) as srv, direct(srv.base_url) as client:
         assert client.supports_n is None
@@ -408,46 +247,6 @@ async def test_direct_client_supports_n_is_learned() -> None:
 
 
 # --------------------------------------------------------------------------- API key
-
-
-@BOTH
-async def test_api_key_goes_into_authorization_header(make_client: ClientFactory) -> None:
-    async with ScriptedServer(graded) as srv, make_client(srv.base_url, api_key=SECRET) as c:
-        await c.complete(user("k"), params=PARAMS)
-        assert srv.requests[0].headers["authorization"] == f"Bearer {SECRET}"
-        assert SECRET not in repr(c)
-
-
-async def test_api_key_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PACORE_API_KEY", "env-key-1")
-    monkeypatch.setenv("OPENAI_API_KEY", "env-key-2")
-    async with ScriptedServer(graded) as srv, direct(srv.base_url) as client:
-        await client.complete(user("k"), params=PARAMS)
-        assert srv.requests[0].headers["authorization"] == "Bearer env-key-1"
-
-
-@pytest.mark.parametrize("status", [401, 400, 503])
-async def test_api_key_never_in_error_messages(status: int) -> None:
-    retry = RetryPolicy(max_attempts=2, initial_backoff=0.0)
-    async with (
-        ScriptedServer(graded, fail_when=lambda req: status) as srv,
-        direct(srv.base_url, api_key=SECRET, retry=retry) as client,
-    ):
-        with pytest.raises(ModelCallError) as info:
-            await client.complete(user("k"), params=PARAMS)
-        assert srv.requests[0].headers["authorization"] == f"Bearer {SECRET}"
-        assert info.value.status == status
-        assert SECRET not in str(info.value)
-        assert SECRET not in repr(info.value)
-
-
-async def test_api_key_not_in_connection_error() -> None:
-    url = f"http://127.0.0.1:{closed_port()}/v1"
-    async with direct(url, api_key=SECRET, retry=RetryPolicy(max_attempts=1)) as client:
-        with pytest.raises(ModelCallError) as info:
-            await client.complete(user("k"), params=PARAMS)
-    assert "cannot reach" in str(info.value)
-    assert SECRET not in str(info.value)
 
 
 # --------------------------------------------------------------------------- misc
@@ -462,16 +261,6 @@ async def test_direct_client_rejects_bad_arguments() -> None:
         with pytest.raises(ValueError, match="n must be"):
             await client.complete(user("x"), n=0, params=PARAMS)
         assert srv.request_count == 0
-
-
-async def test_langchain_client_aclose_closes_the_http_client() -> None:
-    async with ScriptedServer(graded) as srv:
-        chat = make_chat_model(srv.base_url, "scripted")
-        client = LangChainChatClient(chat)
-        await client.complete(user("x"), params=PARAMS)
-        assert not chat.root_async_client.is_closed()
-        await client.aclose()
-        assert chat.root_async_client.is_closed()
 
 
 async def test_completion_records_model_and_latency() -> None:
