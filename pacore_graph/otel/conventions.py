@@ -18,6 +18,7 @@ model) has no listed value, and it is *not* OpenAI: it is reported as
 
 from __future__ import annotations
 
+import re
 from urllib.parse import urlsplit
 
 from opentelemetry.semconv._incubating.attributes.gen_ai_attributes import (
@@ -43,6 +44,8 @@ from opentelemetry.semconv._incubating.attributes.gen_ai_attributes import (
 from opentelemetry.semconv.attributes.error_attributes import ERROR_TYPE
 from opentelemetry.semconv.attributes.server_attributes import SERVER_ADDRESS, SERVER_PORT
 from opentelemetry.semconv.schemas import Schemas
+
+from pacore_graph.errors import ModelCallError
 
 __all__ = [
     "CHAT",
@@ -73,6 +76,8 @@ __all__ = [
     "SCHEMA_URL",
     "SERVER_ADDRESS",
     "SERVER_PORT",
+    "UNKNOWN_ERROR_TYPE",
+    "error_type",
     "provider_name",
     "server_address_and_port",
 ]
@@ -155,3 +160,41 @@ def provider_name(base_url: str | None, *, declared: str | None = None) -> str:
         if host == known or host.endswith("." + known):
             return value
     return OPENAI_COMPATIBLE
+
+
+UNKNOWN_ERROR_TYPE = "_OTHER"
+"""``error.type`` of a failure nothing more precise is known of (the conventions' fallback)."""
+
+_STATUS_TEXT = re.compile(r"\AHTTP (\d{3})\b")
+_CLASS_TEXT = re.compile(r"\A([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*):")
+
+
+def error_type(error: BaseException | str | None) -> str:
+    """``error.type`` of a failed call: low-cardinality, so backends can group by it.
+
+    An exception gives its HTTP status when it has one (``"500"``, as the
+    HTTP conventions spell it), else a :class:`~pacore_graph.errors.ModelCallError`'s
+    ``kind`` (``"timeout"``, ``"transport"``, ...), else its class name. A
+    trajectory keeps only its error's text, so text is read the same way:
+    ``"HTTP 500 from http://...: body"`` is ``"500"`` and ``"ValueError: ..."``
+    (how a raised exception is recorded) is ``"ValueError"``; anything else
+    is :data:`UNKNOWN_ERROR_TYPE`, never the text itself (URLs, bodies and
+    messages would make every failure its own group).
+    """
+    if error is None:
+        return UNKNOWN_ERROR_TYPE
+    if isinstance(error, BaseException):
+        if isinstance(error, ModelCallError):
+            if error.status is not None:
+                return str(error.status)
+            if error.kind != "other":
+                return error.kind
+        return type(error).__name__
+    text = error.strip()
+    status = _STATUS_TEXT.match(text)
+    if status:
+        return status.group(1)
+    name = _CLASS_TEXT.match(text)
+    if name and len(name.group(1)) <= 100 and not text.startswith(("http:", "https:")):
+        return name.group(1)
+    return UNKNOWN_ERROR_TYPE

@@ -20,6 +20,18 @@ The tree of one run::
 Message passing is drawn with span *links*: every explorer span of round r+1
 links to the explorer spans of round r whose messages were in its prompt, with
 the reference's position (1-based, as in the prompt) as a link attribute.
+Backends that store no links (Arize Phoenix) still show it: the same
+references are the explorer span's ``pacore.references`` attribute, a JSON
+list of ``{"position", "round", "index", "span_id"}`` (the span id in hex, as
+backends print it).
+
+Every span also names its OpenInference kind (:mod:`pacore_graph.otel.openinference`):
+the run AGENT, rounds and compactions CHAIN, model calls LLM, tools TOOL,
+so Phoenix and Langfuse show what each span is; the run's root span carries
+the question and the answer as ``input.value`` / ``output.value`` (only with
+content capture; their sizes otherwise), which is what a backend's trace list
+shows. ``error.type`` is low-cardinality (:func:`~pacore_graph.otel.conventions.error_type`:
+the HTTP status, the error's kind or the exception class).
 ``gen_ai.conversation.id`` is the run id on every span, so Langfuse groups a
 run as one session. A chat span also says where the call went
 (``server.address``/``server.port``), who serves the model
@@ -48,6 +60,7 @@ from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, Statu
 
 from pacore_graph.graph.records import PaCoReResult, Trajectory
 from pacore_graph.otel import conventions as semconv
+from pacore_graph.otel import openinference as oi
 from pacore_graph.settings.config import PaCoReConfig
 
 __all__ = [
@@ -57,6 +70,7 @@ __all__ = [
     "TraceOptions",
     "capture_content_from_env",
     "model_step_span",
+    "record_call_error",
     "record_chat_request",
     "record_chat_response",
     "tool_span",
@@ -73,6 +87,13 @@ def _version() -> str:
     return __version__
 
 
+@dataclass(slots=True)
+class _CallOutcome:
+    """What an explorer reported about its call while its span was open."""
+
+    error_type: str | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class _Active:
     tracer: Tracer
@@ -81,6 +102,7 @@ class _Active:
     provider: str
     conversation_id: str
     declared_provider: str | None = None
+    outcome: _CallOutcome = field(default_factory=_CallOutcome)
 
 
 #: The tracer of the explorer span in progress, so spans made deeper down (a
@@ -98,6 +120,7 @@ def tool_span(name: str, arguments: Mapping[str, Any]) -> Iterator[Span | None]:
         yield None
         return
     attrs: dict[str, Any] = {
+        oi.SPAN_KIND: oi.TOOL,
         semconv.GEN_AI_OPERATION_NAME: semconv.EXECUTE_TOOL,
         semconv.GEN_AI_TOOL_NAME: name,
         semconv.GEN_AI_CONVERSATION_ID: active.conversation_id,
@@ -121,6 +144,7 @@ def model_step_span(
         return
     model = model or active.model
     attrs: dict[str, Any] = {
+        oi.SPAN_KIND: oi.LLM,
         semconv.GEN_AI_OPERATION_NAME: semconv.CHAT,
         semconv.GEN_AI_PROVIDER_NAME: active.provider,
         semconv.GEN_AI_REQUEST_MODEL: model,
@@ -185,6 +209,20 @@ def record_chat_response(model: str | None) -> None:
         span.set_attribute(semconv.GEN_AI_RESPONSE_MODEL, model)
 
 
+def record_call_error(error: BaseException) -> None:
+    """Say why the current explorer's call failed, for its span's ``error.type``.
+
+    A failed trajectory keeps only its error's text; an explorer that still
+    holds the exception calls this before recording the failure, so the span
+    gets the exception's status or kind (``"timeout"``, ``"transport"``, ...)
+    where the text would give only ``_OTHER``. Does nothing outside a recorded
+    explorer span.
+    """
+    active = _ACTIVE.get()
+    if active is not None:
+        active.outcome.error_type = semconv.error_type(error)
+
+
 def capture_content_from_env(env: Mapping[str, str] = os.environ) -> bool:
     """The GenAI conventions' opt-in switch for recording message content."""
     return env.get(CAPTURE_CONTENT_ENV, "").strip().lower() in ("1", "true", "yes", "on")
@@ -217,6 +255,28 @@ def _messages_json(messages: Sequence[Mapping[str, Any]]) -> str:
     )
 
 
+def _input_value(messages: Sequence[Mapping[str, Any]]) -> tuple[str, str]:
+    """The run's ``input.value`` and its MIME type: the question, or the whole conversation.
+
+    One user message is shown as its text (what a trace list should show);
+    a longer conversation (a system prompt, earlier turns) as JSON.
+    """
+    if len(messages) == 1 and isinstance(messages[0].get("content"), str):
+        return str(messages[0]["content"]), oi.TEXT_MIME
+    return (
+        json.dumps(
+            [{"role": m.get("role"), "content": m.get("content")} for m in messages],
+            ensure_ascii=False,
+            default=str,
+        ),
+        oi.JSON_MIME,
+    )
+
+
+def _chars(messages: Sequence[Mapping[str, Any]]) -> int:
+    return sum(len(c) if isinstance(c := m.get("content"), str) else 0 for m in messages)
+
+
 def _output_json(t: Trajectory) -> str:
     parts: list[dict[str, Any]] = []
     if t.reasoning:
@@ -228,11 +288,30 @@ def _output_json(t: Trajectory) -> str:
     )
 
 
+def _references_json(
+    round_index: int, references: Sequence[int], spans: Mapping[int, SpanContext]
+) -> str:
+    """``pacore.references``: each reference read, in prompt order, with its span when traced."""
+    return json.dumps(
+        [
+            {
+                "position": position,
+                "round": round_index,
+                "index": ref,
+                "span_id": format(spans[ref].span_id, "016x") if ref in spans else None,
+            }
+            for position, ref in enumerate(references, start=1)
+        ]
+    )
+
+
 @dataclass(slots=True)
 class _RunState:
     span: Span
     recording: bool
     round_span: Span | None = None
+    round_index: int = 0
+    input_recorded: bool = False
     # Span contexts of the previous and current round's explorers, by index.
     previous: dict[int, SpanContext] = field(default_factory=dict)
     current: dict[int, SpanContext] = field(default_factory=dict)
@@ -269,13 +348,25 @@ class RunTracer:
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ run
-    def start_run(self, run_id: str, schedule: Sequence[int], preset: str | None) -> None:
+    def start_run(
+        self,
+        run_id: str,
+        schedule: Sequence[int],
+        preset: str | None,
+        messages: Sequence[Mapping[str, Any]] | None = None,
+    ) -> None:
+        """Open the run's root span; ``messages`` (the problem) become its input.
+
+        Without ``messages`` the input is taken from the first explorer of
+        round 0, whose prompt is the problem as it was given.
+        """
         if self._tracer is None:
             return
         span = self._tracer.start_span(
             "invoke_workflow pacore",
             kind=SpanKind.INTERNAL,
             attributes={
+                oi.SPAN_KIND: oi.AGENT,
                 semconv.GEN_AI_OPERATION_NAME: semconv.INVOKE_WORKFLOW,
                 semconv.GEN_AI_WORKFLOW_NAME: "pacore",
                 semconv.GEN_AI_CONVERSATION_ID: run_id,
@@ -286,8 +377,22 @@ class RunTracer:
                 "pacore.schedule": list(schedule),
             },
         )
+        state = _RunState(span=span, recording=span.is_recording())
         with self._lock:
-            self._runs[run_id] = _RunState(span=span, recording=span.is_recording())
+            self._runs[run_id] = state
+        if messages is not None and state.recording:
+            self._record_input(state, messages)
+
+    def _record_input(self, state: _RunState, messages: Sequence[Mapping[str, Any]]) -> None:
+        """The problem on the root span: its text with content capture, its size without."""
+        state.input_recorded = True
+        attrs: dict[str, Any] = {
+            "pacore.input.messages": len(messages),
+            "pacore.input.chars": _chars(messages),
+        }
+        if self.capture:
+            attrs[oi.INPUT_VALUE], attrs[oi.INPUT_MIME_TYPE] = _input_value(messages)
+        state.span.set_attributes(attrs)
 
     def _state(self, run_id: str) -> _RunState | None:
         state = self._runs.get(run_id)
@@ -299,6 +404,10 @@ class RunTracer:
         if state is None:
             return
         if state.recording:
+            if self.capture:
+                state.span.set_attributes(
+                    {oi.OUTPUT_VALUE: result.answer, oi.OUTPUT_MIME_TYPE: oi.TEXT_MIME}
+                )
             state.span.set_attributes(
                 {
                     "pacore.answer.length": len(result.answer),
@@ -335,6 +444,7 @@ class RunTracer:
             f"pacore.round {index}",
             context=trace.set_span_in_context(state.span),
             attributes={
+                oi.SPAN_KIND: oi.CHAIN,
                 semconv.GEN_AI_CONVERSATION_ID: run_id,
                 "pacore.round.index": index,
                 "pacore.round.k": width,
@@ -342,6 +452,7 @@ class RunTracer:
                 "pacore.round.input_chars": sum(len(r) for r in references),
             },
         )
+        state.round_index = index
         state.previous, state.current = state.current, {}
 
     def end_round(self, run_id: str, trajectories: Sequence[Trajectory]) -> None:
@@ -374,8 +485,10 @@ class RunTracer:
         """A ``chat {model}`` span (or ``invoke_agent`` for a graph explorer)."""
         state = self._state(run_id)
         if state is None or state.round_span is None or self._tracer is None:
-            yield _ExplorerSpan(None, self)
+            yield _ExplorerSpan(None, self, _CallOutcome())
             return
+        if not state.input_recorded and state.round_index == 0:
+            self._record_input(state, messages)
         links = [
             Link(
                 state.previous[ref],
@@ -386,13 +499,19 @@ class RunTracer:
         ]
         sampling = self.config.sampling
         attrs: dict[str, Any] = {
+            oi.SPAN_KIND: oi.LLM if name is None else oi.AGENT,
             semconv.GEN_AI_OPERATION_NAME: semconv.CHAT if name is None else semconv.INVOKE_AGENT,
             semconv.GEN_AI_REQUEST_MODEL: self.model,
             semconv.GEN_AI_REQUEST_TEMPERATURE: sampling.temperature,
             semconv.GEN_AI_REQUEST_TOP_P: sampling.top_p,
             semconv.GEN_AI_CONVERSATION_ID: run_id,
             "pacore.explorer.index": index,
+            "pacore.round.index": state.round_index,
         }
+        if references:
+            attrs["pacore.references"] = _references_json(
+                state.round_index - 1, references, state.previous
+            )
         if self.options.provider_name:
             # Known up front; otherwise the explorer reports it with the request.
             attrs[semconv.GEN_AI_PROVIDER_NAME] = self.options.provider_name
@@ -410,6 +529,7 @@ class RunTracer:
             links=links,
         )
         state.current[index] = span.get_span_context()
+        outcome = _CallOutcome()
         token = _ACTIVE.set(
             _Active(
                 self._tracer,
@@ -418,11 +538,12 @@ class RunTracer:
                 self.options.provider_name or semconv.OPENAI_COMPATIBLE,
                 run_id,
                 self.options.provider_name,
+                outcome,
             )
         )
         try:
             with trace.use_span(span, end_on_exit=True, record_exception=True):
-                yield _ExplorerSpan(span, self)
+                yield _ExplorerSpan(span, self, outcome)
         finally:
             _ACTIVE.reset(token)
 
@@ -436,6 +557,7 @@ class RunTracer:
             f"pacore.compact {compactor}",
             context=trace.set_span_in_context(state.round_span),
             attributes={
+                oi.SPAN_KIND: oi.CHAIN,
                 semconv.GEN_AI_CONVERSATION_ID: run_id,
                 "pacore.compactor": compactor,
                 "pacore.compact.messages": len(ok),
@@ -449,11 +571,12 @@ class RunTracer:
 class _ExplorerSpan:
     """Lets the explore node put the trajectory's outcome on its span."""
 
-    __slots__ = ("_span", "_tracer")
+    __slots__ = ("_outcome", "_span", "_tracer")
 
-    def __init__(self, span: Span | None, tracer: RunTracer) -> None:
+    def __init__(self, span: Span | None, tracer: RunTracer, outcome: _CallOutcome) -> None:
         self._span = span
         self._tracer = tracer
+        self._outcome = outcome
 
     def record(self, t: Trajectory) -> None:
         span = self._span
@@ -474,6 +597,19 @@ class _ExplorerSpan:
         )
         if t.failed:
             span.set_status(Status(StatusCode.ERROR, t.error or "failed"))
-            span.set_attribute(semconv.ERROR_TYPE, (t.error or "error").split(":", 1)[0][:100])
+            span.set_attribute(
+                semconv.ERROR_TYPE, self._outcome.error_type or semconv.error_type(t.error)
+            )
         elif self._tracer.capture:
-            span.set_attribute(semconv.GEN_AI_OUTPUT_MESSAGES, _output_json(t))
+            span.set_attributes(
+                {
+                    semconv.GEN_AI_OUTPUT_MESSAGES: _output_json(t),
+                    oi.OUTPUT_VALUE: t.content,
+                    oi.OUTPUT_MIME_TYPE: oi.TEXT_MIME,
+                }
+            )
+        else:
+            # Phoenix would show {"model": ...} from gen_ai.response.model as the output.
+            span.set_attributes(
+                {oi.OUTPUT_VALUE: oi.NOT_CAPTURED, oi.OUTPUT_MIME_TYPE: oi.TEXT_MIME}
+            )
