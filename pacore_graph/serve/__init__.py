@@ -5,16 +5,15 @@ by changing ``base_url`` and picking ``model="pacore-high"`` (or
 ``pacore:8,2``); the server spreads the explorers' samples over every
 upstream replica. Modules: :mod:`~pacore_graph.serve.app` (the ASGI app),
 :mod:`~pacore_graph.serve.protocol` (requests and answers),
-:mod:`~pacore_graph.serve.streaming` (SSE), :mod:`~pacore_graph.serve.model_names`,
-:mod:`~pacore_graph.serve.settings` and :mod:`~pacore_graph.serve.server`
-(uvicorn). Needs the ``serve`` extra: ``pip install 'pacore-graph[serve]'``.
+:mod:`~pacore_graph.serve.streaming` (SSE), :mod:`~pacore_graph.serve.settings` and :mod:`~pacore_graph.serve.server`
+(uvicorn); model names are parsed by :mod:`pacore_graph.settings.grammar`. Needs the ``serve`` extra: ``pip install 'pacore-graph[serve]'``.
 """
 
 from pacore_graph.serve.app import ServeState, create_app
 from pacore_graph.serve.errors import APIError
-from pacore_graph.serve.model_names import LISTED_MODELS, parse_model_name
 from pacore_graph.serve.server import serve
 from pacore_graph.serve.settings import API_KEY_ENV_VAR, ServeSettings
+from pacore_graph.settings.grammar import LISTED_MODELS, parse_model_name
 
 __all__ = [
     "API_KEY_ENV_VAR",

@@ -52,7 +52,6 @@ from pacore_graph.llm.client import ChatClient
 from pacore_graph.llm.multi_client import chat_client_for
 from pacore_graph.serve.errors import APIError, error_body, error_response
 from pacore_graph.serve.guard import BodyGuard, decode_json
-from pacore_graph.serve.model_names import LISTED_MODELS
 from pacore_graph.serve.protocol import (
     RunRequest,
     completion_body,
@@ -64,6 +63,7 @@ from pacore_graph.serve.protocol import (
 from pacore_graph.serve.settings import ServeSettings
 from pacore_graph.serve.streaming import ProgressTranslator, StreamChunks, sse, sse_done
 from pacore_graph.settings.config import PaCoReConfig
+from pacore_graph.settings.grammar import LISTED_MODELS
 
 __all__ = ["ServeState", "create_app"]
 

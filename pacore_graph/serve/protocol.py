@@ -34,8 +34,8 @@ from pacore_graph.graph.compactor_registry import CompactorRegistry
 from pacore_graph.graph.nodes import normalize_conversation
 from pacore_graph.graph.records import PaCoReResult
 from pacore_graph.serve.errors import APIError
-from pacore_graph.serve.model_names import parse_model_name
-from pacore_graph.settings.config import PaCoReConfig, SamplingParams
+from pacore_graph.settings.config import SamplingParams
+from pacore_graph.settings.grammar import parse_model_name, rounds_from
 from pacore_graph.settings.request_limits import RequestLimitError, RequestLimits
 
 __all__ = [
@@ -114,15 +114,10 @@ def _number(body: Mapping[str, Any], key: str, kind: type) -> Any:
 
 
 def _rounds(value: Any) -> tuple[int, ...]:
-    if isinstance(value, str):
-        parts = [p.strip() for p in value.split(",") if p.strip()]
-        if not all(p.isdigit() for p in parts):
-            raise _bad("'rounds' must be round widths such as [8, 2] or \"8,2\"", "rounds")
-        value = [int(p) for p in parts]
     try:
-        return PaCoReConfig(rounds=value).rounds
-    except ValidationError as exc:
-        raise _bad(f"'rounds': {exc.errors()[0]['msg']}", "rounds") from None
+        return rounds_from(value, what="'rounds'")
+    except ValueError as exc:
+        raise _bad(str(exc), "rounds") from None
 
 
 def _compactor(value: Any, compactors: CompactorRegistry) -> str:

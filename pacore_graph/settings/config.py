@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from pacore_graph.settings.grammar import MAX_ROUND_WIDTH, check_widths, preset_widths
 from pacore_graph.settings.presets import PRESETS
 
 __all__ = [
@@ -24,11 +25,6 @@ __all__ = [
 ]
 
 PresetName = Literal["low", "medium", "high"]
-
-
-#: Upper bound on one round's width. Far above the paper's 32; it exists so a
-#: typo such as ``--rounds 3200`` fails loudly instead of sending 3,200 calls.
-MAX_ROUND_WIDTH = 1024
 
 
 class _Frozen(BaseModel):
@@ -211,16 +207,7 @@ class PaCoReConfig(_Frozen):
             widths = list(value)
         except TypeError:
             raise ValueError(f"rounds must be a list of positive integers, got {value!r}") from None
-        if not widths:
-            raise ValueError("rounds must hold at least one round width K >= 1, e.g. [4]")
-        for i, k in enumerate(widths):
-            if isinstance(k, bool) or not isinstance(k, int):
-                raise ValueError(f"rounds[{i}] = {k!r}: each round width K must be an integer")
-            if not 1 <= k <= MAX_ROUND_WIDTH:
-                raise ValueError(
-                    f"rounds[{i}] = {k}: each round width K must be in [1, {MAX_ROUND_WIDTH}]"
-                )
-        return tuple(widths)
+        return check_widths(widths)
 
     @property
     def schedule(self) -> tuple[int, ...]:
@@ -230,11 +217,7 @@ class PaCoReConfig(_Frozen):
     @classmethod
     def from_preset(cls, name: str, **overrides: Any) -> PaCoReConfig:
         """``low`` = [4], ``medium`` = [16], ``high`` = [32, 4] (the paper's Table 1)."""
-        try:
-            rounds = PRESETS[name]
-        except KeyError:
-            raise ValueError(f"preset must be one of {', '.join(PRESETS)}; got {name!r}") from None
-        return cls(rounds=rounds, **overrides)
+        return cls(rounds=preset_widths(name), **overrides)
 
     def preset_name(self) -> str | None:
         """The preset these rounds match, if any (for reports and traces)."""

@@ -34,12 +34,12 @@ from pydantic_settings import (
 )
 
 from pacore_graph.settings.config import PaCoReConfig, RetryPolicy, SamplingParams
+from pacore_graph.settings.grammar import split_widths
 from pacore_graph.settings.options import (
     EMBEDDED_MAX_CONCURRENCY,
     EMBEDDED_MAX_TOKENS,
     ENV_PREFIX,
     env_name,
-    parse_rounds,
 )
 from pacore_graph.settings.presets import PRESETS
 from pacore_graph.settings.request_limits import (
@@ -123,7 +123,7 @@ class PaCoReSettings(BaseSettings):
     @classmethod
     def _rounds(cls, value: Any) -> Any:
         if isinstance(value, str):
-            return parse_rounds(value)
+            return split_widths(value)
         return value
 
     @field_validator("trace")

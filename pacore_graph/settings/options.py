@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pacore_graph.otel.exporters import TRACE_KINDS
+from pacore_graph.settings.grammar import split_widths
 from pacore_graph.settings.presets import PRESETS
 from pacore_graph.settings.request_limits import (
     DEFAULT_MAX_ROUNDS,
@@ -41,7 +42,6 @@ __all__ = [
     "Option",
     "add_options",
     "env_name",
-    "parse_rounds",
 ]
 
 #: Every setting ``NAME`` is read from the environment variable ``PACORE_NAME``.
@@ -59,28 +59,11 @@ def env_name(name: str) -> str:
     return ENV_PREFIX + name.upper()
 
 
-def parse_rounds(text: str) -> list[int]:
-    """``8,2`` -> [8, 2]; an empty list or an empty item is refused, not defaulted.
-
-    Values < 1 pass here and are refused by ``PaCoReConfig``, naming the field.
-    """
-    items = [x.strip() for x in text.split(",")]
-    try:
-        widths = [int(x) for x in items]
-    except ValueError:
-        widths = []
-    if not widths:
-        raise ValueError(f"rounds take comma-separated positive integers such as 8,2; got {text!r}")
-    return widths
-
-
 def _rounds_arg(text: str) -> list[int]:
     try:
-        return parse_rounds(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"--rounds takes comma-separated positive integers such as 8,2; got {text!r}"
-        ) from None
+        return split_widths(text)  # bounds: PaCoReConfig, naming the field
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"--{exc}") from None
 
 
 @dataclass(frozen=True)

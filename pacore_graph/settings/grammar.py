@@ -1,0 +1,221 @@
+"""The text forms of a run's shape, parsed in one place.
+
+A run's round widths are typed by people in four places: ``--rounds 8,2``
+(and ``PACORE_ROUNDS``), a ``pacore serve`` request's ``rounds`` (``[8, 2]``
+or ``"8,2"``), a served model name (``pacore:8,2``, ``pacore-high``) and an
+eval method spec (``pacore:8+2``, ``majority:16``). They share this grammar,
+so a width means the same thing, is bounded by the same
+:data:`MAX_ROUND_WIDTH` and fails with the same message everywhere:
+
+- *widths*: positive integers separated by ``,`` or ``+`` (``8,2`` = ``8+2``);
+- *preset*: ``low`` | ``medium`` | ``high`` (:data:`PRESETS`);
+- *model name*: ``pacore-<preset>`` or ``pacore:<widths>``;
+- *method spec*: ``FAMILY[:ARGS]`` with the families of :data:`METHODS`.
+
+Pure functions over strings, no pydantic: the ``pacore`` command parses its
+flags with them before any heavy import. Errors are ``ValueError`` with a
+one-line message holding an example of the accepted form.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from pacore_graph.settings.presets import PRESETS
+
+__all__ = [
+    "LISTED_MODELS",
+    "MAX_ROUND_WIDTH",
+    "METHODS",
+    "MethodSpec",
+    "check_widths",
+    "parse_method",
+    "parse_methods",
+    "parse_model_name",
+    "parse_widths",
+    "preset_widths",
+    "rounds_from",
+    "split_widths",
+    "width",
+]
+
+#: Upper bound on one round's width. Far above the paper's 32; it exists so a
+#: typo such as ``--rounds 3200`` fails loudly instead of sending 3,200 calls.
+MAX_ROUND_WIDTH = 1024
+
+#: Served model names for the paper's presets (``GET /v1/models`` lists them).
+LISTED_MODELS: dict[str, tuple[int, ...]] = {
+    f"pacore-{name}": widths for name, widths in PRESETS.items()
+}
+
+_SEPARATORS = re.compile(r"[,+]")
+
+
+def width(value: object, label: str = "K") -> int:
+    """One round width (or a family's count): an integer in ``[1, MAX_ROUND_WIDTH]``.
+
+    Text is read as a decimal integer; ``label`` names the value in the error
+    (``rounds[1] = 0``, ``method 'majority:0': K``).
+    """
+    if isinstance(value, str):
+        try:
+            value = int(value.strip())
+        except ValueError:
+            raise ValueError(f"{label} must be a positive integer, got {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{label}: each round width K must be an integer, got {value!r}")
+    if not 1 <= value <= MAX_ROUND_WIDTH:
+        raise ValueError(f"{label} must be in [1, {MAX_ROUND_WIDTH}], got {value}")
+    return value
+
+
+def check_widths(widths: Iterable[object], *, what: str = "rounds") -> tuple[int, ...]:
+    """Round widths given as a list: each a :func:`width`, at least one."""
+    values = list(widths)
+    if not values:
+        raise ValueError(f"{what} must hold at least one round width K >= 1, e.g. [4]")
+    return tuple(width(k, f"{what}[{i}] = {k!r}: K") for i, k in enumerate(values))
+
+
+def split_widths(text: str, *, what: str = "rounds") -> list[int]:
+    """``8,2`` or ``8+2`` -> [8, 2], syntax only; an empty list or item is refused."""
+    try:
+        return [int(item) for item in _SEPARATORS.split(text)]
+    except ValueError:
+        raise ValueError(
+            f"{what} takes comma-separated positive integers such as 8,2; got {text!r}"
+        ) from None
+
+
+def parse_widths(text: str, *, what: str = "rounds") -> tuple[int, ...]:
+    """``8,2`` or ``8+2`` -> (8, 2), each width bounds-checked."""
+    return check_widths(split_widths(text, what=what), what=what)
+
+
+def rounds_from(value: object, *, what: str = "rounds") -> tuple[int, ...]:
+    """Round widths from a list (``[8, 2]``) or its text (``"8,2"``), bounds checked."""
+    if isinstance(value, str):
+        return parse_widths(value, what=what)
+    if isinstance(value, list | tuple):
+        return check_widths(value, what=what)
+    raise ValueError(f'{what} must be round widths such as [8, 2] or "8,2"; got {value!r}')
+
+
+def preset_widths(name: str) -> tuple[int, ...]:
+    """A preset's configured widths; ValueError naming the presets otherwise."""
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise ValueError(f"preset must be one of {', '.join(PRESETS)}; got {name!r}") from None
+
+
+def parse_model_name(name: str) -> tuple[int, ...]:
+    """The configured round widths a served model name asks for; ValueError if it names none."""
+    if name in LISTED_MODELS:
+        return LISTED_MODELS[name]
+    family, sep, arg = name.partition(":")
+    if family != "pacore" or not sep:
+        raise ValueError(
+            f"unknown model {name!r}; use {', '.join(LISTED_MODELS)} or pacore:K1,K2 "
+            "(e.g. pacore:8,2)"
+        )
+    try:
+        return parse_widths(arg)
+    except ValueError:
+        raise ValueError(
+            f"model {name!r}: round widths must be integers in [1, {MAX_ROUND_WIDTH}] "
+            "separated by commas, e.g. pacore:8,2"
+        ) from None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MethodSpec:
+    """A parsed method spec: ``text`` is the spec exactly as typed (the report's key).
+
+    ``rounds`` are the configured widths the method runs (a PaCoRe run adds
+    its final K=1 round), ``k`` the family's count (samples, refinements).
+    """
+
+    text: str
+    family: str
+    rounds: tuple[int, ...] = ()
+    k: int = 1
+
+    @property
+    def expected_trajectories(self) -> int:
+        """Model calls per problem (for planning a run's size)."""
+        if self.family == "pacore":
+            return sum(self.rounds) + 1
+        if self.family == "refine":
+            return self.k + 1
+        return self.k
+
+
+def _count(arg: str, what: str, spec: str) -> int:
+    """A family's count (``majority:16``, each K of ``pacore:8+2``), bounded like a width."""
+    return width(arg, f"method {spec!r}: {what}")
+
+
+def _pacore(spec: str, arg: str) -> MethodSpec:
+    if arg in PRESETS:
+        return MethodSpec(text=spec, family="pacore", rounds=PRESETS[arg])
+    if not arg:
+        raise ValueError(f"method {spec!r}: use pacore:low|medium|high or pacore:8+2")
+    parts = [part for part in _SEPARATORS.split(arg) if part.strip()]
+    return MethodSpec(text=spec, family="pacore", rounds=tuple(_count(p, "K", spec) for p in parts))
+
+
+def _single(spec: str, arg: str) -> MethodSpec:
+    if arg:
+        raise _unknown(spec)
+    return MethodSpec(text=spec, family="single", rounds=(1,), k=1)
+
+
+def _majority(spec: str, arg: str) -> MethodSpec:
+    k = _count(arg, "K", spec)
+    return MethodSpec(text=spec, family="majority", rounds=(k,), k=k)
+
+
+def _refine(spec: str, arg: str) -> MethodSpec:
+    r = _count(arg, "R", spec)
+    return MethodSpec(text=spec, family="refine", rounds=(1,) * r, k=r)
+
+
+#: Method families and their parsers (``FAMILY[:ARGS]``), in the order help lists them.
+METHODS = {
+    "pacore": (_pacore, "pacore:low|medium|high|8+2"),
+    "single": (_single, "single"),
+    "majority": (_majority, "majority:K"),
+    "refine": (_refine, "refine:R"),
+}
+
+
+def parse_method(text: str) -> MethodSpec:
+    """Parse one method spec; ValueError listing the accepted forms when it is not one."""
+    spec = text.strip()
+    family, _, arg = spec.partition(":")
+    entry = METHODS.get(family)
+    if entry is None:
+        raise _unknown(spec)
+    return entry[0](spec, arg.strip())
+
+
+def _unknown(spec: str) -> ValueError:
+    forms = ", ".join(form for _, form in METHODS.values())
+    return ValueError(f"unknown method {spec!r}; use {forms}")
+
+
+def parse_methods(text: str) -> list[MethodSpec]:
+    """A comma-separated list of specs; ``pacore:8,2,single`` keeps ``8,2`` together."""
+    parts = [p.strip(" ,") for p in re.split(r",(?=\s*[A-Za-z])", text) if p.strip(" ,")]
+    if not parts:
+        raise ValueError("--methods is empty; e.g. pacore:low,single,majority:4")
+    specs = [parse_method(p) for p in parts]
+    seen: set[str] = set()
+    for s in specs:
+        if s.text in seen:
+            raise ValueError(f"method {s.text!r} is listed twice")
+        seen.add(s.text)
+    return specs
