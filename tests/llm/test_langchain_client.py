@@ -9,6 +9,7 @@ clients share is tested once for each in ``test_client.py``.
 from __future__ import annotations
 
 import pytest
+from hostile_support import HUGE, SMALL, ask, errors
 from langchain_core.messages import HumanMessage
 from langchain_openai import ChatOpenAI
 from llm_support import PARAMS, closed_port, graded, langchain, one_choice_server, user
@@ -21,6 +22,7 @@ from pacore_graph.llm.langchain_client import (
 )
 from pacore_graph.settings.config import RetryPolicy
 from pacore_graph.testing import ScriptedServer
+from pacore_graph.testing.hostile_upstream import HostileServer
 
 
 @pytest.mark.parametrize("mode", ["reasoning", "reasoning_content"])
@@ -98,3 +100,37 @@ async def test_langchain_client_aclose_closes_the_http_client() -> None:
         assert not chat.root_async_client.is_closed()
         await client.aclose()
         assert chat.root_async_client.is_closed()
+
+
+@pytest.mark.parametrize(
+    ("attack", "kind"),
+    [
+        ("huge_body", "response_too_large"),
+        ("huge_declared", "response_too_large"),
+        ("huge_error", "response_too_large"),
+        ("index_string", "malformed"),
+        ("index_out_of_range", "malformed"),
+        ("index_duplicate", "malformed"),
+        ("usage_negative", "malformed"),
+        ("usage_infinity", "malformed"),
+        ("too_many_choices", "malformed"),
+        ("message_not_object", "malformed"),
+    ],
+)
+async def test_the_langchain_client_reads_bounded_and_refuses_malformed_answers(
+    attack: str, kind: str
+) -> None:
+    async with HostileServer(size=HUGE) as server:
+        chat = make_chat_model(
+            server.base_url, "m", sampling=SMALL, retry=RetryPolicy(max_attempts=1)
+        )
+        client = LangChainChatClient(chat)
+        try:
+            outcomes = await client.complete_each(ask(attack), n=4, params=SMALL)
+        finally:
+            await client.aclose()
+        completed = server.completed.get(attack, 0)
+    failures = errors(outcomes)
+    assert {e.kind for e in failures} == {kind}, [str(e) for e in failures]
+    assert all("\n" not in str(e) for e in failures)
+    assert completed == 0

@@ -12,6 +12,7 @@ import socket
 from typing import Any
 
 import pytest
+from hostile_support import SMALL, ask
 
 from pacore_graph import build_pacore_graph
 from pacore_graph.errors import ModelCallError
@@ -20,6 +21,7 @@ from pacore_graph.llm.client import ChatClient, OpenAICompatClient
 from pacore_graph.llm.multi_client import MultiEndpointClient, chat_client_for
 from pacore_graph.settings.config import RetryPolicy, SamplingParams
 from pacore_graph.testing import ScriptedRequest, ScriptedServer
+from pacore_graph.testing.hostile_upstream import HostileServer
 
 PARAMS = SamplingParams()
 FAST = RetryPolicy(max_attempts=4, initial_backoff=0.001, max_backoff=0.01)
@@ -396,3 +398,37 @@ async def test_every_replica_busy_waits_for_retry_after_before_going_round_again
     assert out.content
     assert sorted(r.status for r in [*a.requests, *b.requests]) == [200, 429, 429]
     assert waited >= 0.4, "went round the replicas again before their Retry-After"
+
+
+# --------------------------------------------------------------------------- hostile replicas
+
+
+async def test_replica_errors_name_their_replica_by_index() -> None:
+    async with HostileServer(attack="index_string") as bad, HostileServer() as good:
+        client = MultiEndpointClient([good.base_url, bad.base_url], "m", retry=FAST)
+        try:
+            seen: dict[int | None, str] = {}
+            for q in range(4):  # least-outstanding rotation reaches both replicas
+                prompt = [{"role": "user", "content": f"q{q}"}]
+                for outcome in await client.complete_each(prompt, n=1, params=SMALL):
+                    if isinstance(outcome, ModelCallError):
+                        seen[outcome.upstream] = outcome.public_message()
+        finally:
+            await client.aclose()
+    assert seen == {1: "upstream 1 call failed: malformed reply"}
+    assert all(r.healthy for r in client.stats())  # a bad answer does not eject the replica
+
+
+async def test_a_replica_stream_error_names_its_replica() -> None:
+    async def ignore(kind: str, text: str) -> None:
+        return None
+
+    async with HostileServer(attack="sse_content_not_string") as bad:
+        client = MultiEndpointClient([bad.base_url], "m", retry=FAST)
+        try:
+            with pytest.raises(ModelCallError) as caught:
+                await client.stream(ask("sse_content_not_string"), params=SMALL, on_delta=ignore)
+        finally:
+            await client.aclose()
+    assert caught.value.kind == "malformed" and caught.value.upstream == 0
+    assert caught.value.public_message() == "upstream 0 call failed: malformed reply"

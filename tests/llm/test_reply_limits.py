@@ -1,80 +1,60 @@
-"""The clients against a hostile upstream over real HTTP on loopback (issue 18, part 3).
+"""Reading an answer under a cap derived from its request (issue 18, part 3).
 
-Each attack is chosen by a marker in the prompt (:mod:`pacore_graph.testing.hostile_upstream`):
-huge bodies are read under a cap and fail as ``response_too_large`` without
-being read to the end; answers of the wrong shape fail as ONE
-``ModelCallError(kind="malformed")`` with a one-line cause; a trickling
-upstream is cut by the call's deadline, whatever the retries and ``n``-splits.
-Assertions are on what the limits caused (error kinds, request counters,
-whether the server got to write its body to the end), never on wall time.
+The cap's arithmetic, then the direct client against a hostile upstream over
+real HTTP on loopback (:mod:`pacore_graph.testing.hostile_upstream`): huge
+bodies, error bodies and event streams fail as ``response_too_large``
+without being read to the end. Assertions are on what the limits caused
+(error kinds, request counters, whether the server got to write its body to
+the end), never on wall time. Answers of the wrong shape:
+``test_reply_checks.py``; a trickling upstream: ``test_call_deadline.py``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
+from hostile_support import HUGE, SMALL, ask, errors, hostile
 
 from pacore_graph.errors import ModelCallError
 from pacore_graph.graph.records import Completion
-from pacore_graph.llm.client import OpenAICompatClient, parse_chat_choices
-from pacore_graph.llm.langchain_client import LangChainChatClient, make_chat_model
-from pacore_graph.llm.multi_client import MultiEndpointClient
-from pacore_graph.llm.reply_limits import SLACK_BYTES, UNSET_MAX_TOKENS, reply_cap
-from pacore_graph.llm.sampling import SampleOutcome
-from pacore_graph.settings.config import RetryPolicy, SamplingParams
-from pacore_graph.testing.hostile_upstream import (
-    MALFORMED_ATTACKS,
-    MALFORMED_EVENT_ATTACKS,
-    HostileServer,
-    marker,
+from pacore_graph.llm.reply_limits import (
+    CAP_CEILING,
+    EVENT_BYTES_PER_TOKEN,
+    LOGPROB_BYTES_PER_ENTRY,
+    PROMPT_ECHO_FACTOR,
+    SLACK_BYTES,
+    TEXT_BYTES_PER_TOKEN,
+    UNSET_MAX_TOKENS,
+    reply_cap,
 )
-
-FAST = RetryPolicy(max_attempts=4, initial_backoff=0.001, max_backoff=0.01)
-SMALL = SamplingParams(max_tokens=16, timeout=30)
-#: Comfortably over the cap for ``SMALL`` (about 1 MiB), and more than loopback
-#: socket buffers hold, so "written to the end" means the client read it all.
-HUGE = 48 << 20
-
-
-def ask(attack: str) -> list[dict[str, Any]]:
-    return [{"role": "user", "content": f"What is 2+2? {marker(attack)}"}]
-
-
-@contextlib.asynccontextmanager
-async def hostile(
-    retry: RetryPolicy = FAST, **kwargs: Any
-) -> AsyncIterator[tuple[HostileServer, OpenAICompatClient]]:
-    async with HostileServer(**kwargs) as server:
-        client = OpenAICompatClient(server.base_url, "m", retry=retry)
-        try:
-            yield server, client
-        finally:
-            await client.aclose()
-
-
-def errors(outcomes: list[SampleOutcome]) -> list[ModelCallError]:
-    assert all(isinstance(o, ModelCallError) for o in outcomes), outcomes
-    return [o for o in outcomes if isinstance(o, ModelCallError)]
-
+from pacore_graph.settings.config import RetryPolicy, SamplingParams
 
 # --------------------------------------------------------------------------- the cap
 
 
 def test_the_cap_grows_with_max_tokens_n_logprobs_and_streaming() -> None:
-    base = {"messages": [], "max_tokens": 100}
+    tokens, n, top, request_bytes = 100, 4, 20, 1000
+    base = {"messages": [], "max_tokens": tokens}
     plain = reply_cap(base, request_bytes=0)
-    assert plain == SLACK_BYTES + 100 * 128
-    assert reply_cap({**base, "n": 4}, request_bytes=0) - SLACK_BYTES == 4 * (plain - SLACK_BYTES)
-    with_logprobs = reply_cap({**base, "logprobs": True, "top_logprobs": 20}, request_bytes=0)
-    assert with_logprobs - SLACK_BYTES == 100 * (128 + 256 * 21)
-    assert reply_cap(base, request_bytes=0, streamed=True) > plain
-    assert reply_cap(base, request_bytes=1000) == plain + 8 * 1000
+    assert plain == SLACK_BYTES + tokens * TEXT_BYTES_PER_TOKEN
+    assert reply_cap({**base, "n": n}, request_bytes=0) - SLACK_BYTES == n * (plain - SLACK_BYTES)
+    with_logprobs = reply_cap({**base, "logprobs": True, "top_logprobs": top}, request_bytes=0)
+    per_token = TEXT_BYTES_PER_TOKEN + LOGPROB_BYTES_PER_ENTRY * (1 + top)
+    assert with_logprobs - SLACK_BYTES == tokens * per_token
+    streamed = reply_cap(base, request_bytes=0, streamed=True)
+    assert streamed - plain == tokens * EVENT_BYTES_PER_TOKEN
+    echoed = reply_cap(base, request_bytes=request_bytes)
+    assert echoed == plain + PROMPT_ECHO_FACTOR * request_bytes
     unset = reply_cap({"messages": []}, request_bytes=0)
-    assert unset == SLACK_BYTES + UNSET_MAX_TOKENS * 128
+    assert unset == SLACK_BYTES + UNSET_MAX_TOKENS * TEXT_BYTES_PER_TOKEN
+    # max_completion_tokens is read like max_tokens, and wins over it
+    assert reply_cap({"max_completion_tokens": tokens, "max_tokens": 1}, request_bytes=0) == plain
+
+
+def test_the_cap_never_passes_its_ceiling() -> None:
+    request = {"n": 128, "max_tokens": 1 << 20, "logprobs": True, "top_logprobs": 20}
+    assert reply_cap(request, request_bytes=1 << 30, streamed=True) == CAP_CEILING
 
 
 def test_the_cap_keeps_a_real_vllm_answer_with_top_logprobs() -> None:
@@ -198,200 +178,3 @@ async def test_the_single_sample_stream_is_capped_too() -> None:
             await client.stream(ask("sse_huge_line"), params=SMALL, on_delta=ignore)
     assert caught.value.kind == "response_too_large"
     assert server.completed.get("sse_huge_line", 0) == 0
-
-
-# --------------------------------------------------------------------------- malformed answers
-
-
-@pytest.mark.parametrize("attack", sorted([*MALFORMED_ATTACKS, "not_json"]))
-async def test_a_malformed_answer_is_one_malformed_error(attack: str) -> None:
-    async with hostile() as (server, client):
-        outcomes = await client.complete_each(ask(attack), n=4, params=SMALL)
-        url = server.base_url
-    failures = errors(outcomes)
-    assert len(failures) == 4 and len({id(e) for e in failures}) == 1  # ONE error, shared
-    error = failures[0]
-    assert error.kind == "malformed", str(error)
-    assert "\n" not in str(error) and len(str(error)) < 500
-    assert not error.retryable
-    assert server.attacks_sent[attack] == 1  # neither retried nor split
-    assert "malformed" in error.public_message() and url not in error.public_message()
-
-
-async def test_forty_choices_for_n_4_are_refused_not_cut() -> None:
-    async with hostile() as (_server, client):
-        outcomes = await client.complete_each(ask("too_many_choices"), n=4, params=SMALL)
-    assert "40 choices for n=4" in str(errors(outcomes)[0])
-
-
-@pytest.mark.parametrize("attack", sorted(MALFORMED_EVENT_ATTACKS))
-async def test_a_malformed_stream_event_is_one_malformed_error(attack: str) -> None:
-    async with hostile() as (_server, client):
-        got = dict([o async for o in client.stream_each(ask(attack), n=2, params=SMALL)])
-    assert sorted(got) == [0, 1]
-    kinds = {e.kind for e in errors(list(got.values()))}
-    assert kinds == {"malformed"}, [str(e) for e in got.values()]
-    assert all("\n" not in str(e) for e in got.values())
-
-
-@pytest.mark.parametrize(
-    ("usage", "why"),
-    [
-        ({"completion_tokens": -1_999_999_999}, "outside"),
-        ({"completion_tokens": float("inf")}, "not a number"),
-        ({"completion_tokens": float("nan")}, "not a number"),
-        ({"prompt_tokens": "lots"}, "not a number"),
-        ({"prompt_tokens": [1]}, "not a number"),
-        ({"prompt_tokens": True}, "not a number"),
-        ({"completion_tokens": 2.5}, "not a number"),
-        ({"completion_tokens": 10**12}, "outside"),
-    ],
-)
-def test_usage_is_checked(usage: dict[str, Any], why: str) -> None:
-    data = {"choices": [{"index": 0, "message": {"content": "x"}}], "usage": usage}
-    with pytest.raises(ModelCallError, match=why) as caught:
-        parse_chat_choices(data, latency_s=0.0, n=1)
-    assert caught.value.kind == "malformed"
-
-
-def test_integral_usage_floats_and_absent_indexes_are_fine() -> None:
-    data = {
-        "choices": [{"message": {"content": "a"}}, {"message": {"content": "b"}}],
-        "usage": {"prompt_tokens": 3.0, "completion_tokens": 4},
-    }
-    out = parse_chat_choices(data, latency_s=0.0, n=2)
-    assert [o.content for o in out if isinstance(o, Completion)] == ["a", "b"]
-    assert sum(o.completion_tokens for o in out if isinstance(o, Completion)) == 4
-
-
-# --------------------------------------------------------------------------- the deadline
-
-
-async def test_a_trickling_upstream_is_cut_by_the_call_deadline_not_multiplied() -> None:
-    """1 byte per 50 ms, 0.2 s per attempt: without a deadline, 4 attempts x 3 split levels."""
-    params = SamplingParams(max_tokens=16, timeout=0.2)
-    async with hostile(drip_interval=0.05) as (server, client):
-        outcomes = await client.complete_each(ask("slow_body"), n=4, params=params)
-    failures = errors(outcomes)
-    assert {e.kind for e in failures} == {"timeout"}
-    assert all(not e.retryable for e in failures)
-    assert "call deadline of 0.8s reached" in str(failures[0])
-    assert server.attacks_sent["slow_body"] <= FAST.max_attempts  # no n-split after it
-
-
-async def test_an_explicit_call_deadline_bounds_a_trickling_stream() -> None:
-    params = SamplingParams(max_tokens=16, timeout=0.2)
-    retry = RetryPolicy(max_attempts=20, initial_backoff=0.001, max_backoff=0.01, deadline=0.5)
-    async with hostile(drip_interval=0.05, retry=retry) as (server, client):
-        got = [o async for o in client.stream_each(ask("sse_slow"), n=2, params=params)]
-    assert {e.kind for e in errors([o for _, o in got])} == {"timeout"}
-    assert server.attacks_sent["sse_slow"] <= 3  # 0.5 s of 0.2 s attempts, not 20
-
-
-# --------------------------------------------------------------------------- replicas
-
-
-async def test_replica_errors_name_their_replica_by_index() -> None:
-    async with HostileServer(attack="index_string") as bad, HostileServer() as good:
-        client = MultiEndpointClient([good.base_url, bad.base_url], "m", retry=FAST)
-        try:
-            seen: dict[int | None, str] = {}
-            for q in range(4):  # least-outstanding rotation reaches both replicas
-                prompt = [{"role": "user", "content": f"q{q}"}]
-                for outcome in await client.complete_each(prompt, n=1, params=SMALL):
-                    if isinstance(outcome, ModelCallError):
-                        seen[outcome.upstream] = outcome.public_message()
-        finally:
-            await client.aclose()
-    assert seen == {1: "upstream 1 call failed: malformed reply"}
-    assert all(r.healthy for r in client.stats())  # a bad answer does not eject the replica
-
-
-# --------------------------------------------------------------------------- LangChain client
-
-
-@pytest.mark.parametrize(
-    ("attack", "kind"),
-    [
-        ("huge_body", "response_too_large"),
-        ("huge_declared", "response_too_large"),
-        ("huge_error", "response_too_large"),
-        ("index_string", "malformed"),
-        ("index_out_of_range", "malformed"),
-        ("index_duplicate", "malformed"),
-        ("usage_negative", "malformed"),
-        ("usage_infinity", "malformed"),
-        ("too_many_choices", "malformed"),
-        ("message_not_object", "malformed"),
-    ],
-)
-async def test_the_langchain_client_reads_bounded_and_refuses_malformed_answers(
-    attack: str, kind: str
-) -> None:
-    async with HostileServer(size=HUGE) as server:
-        chat = make_chat_model(
-            server.base_url, "m", sampling=SMALL, retry=RetryPolicy(max_attempts=1)
-        )
-        client = LangChainChatClient(chat)
-        try:
-            outcomes = await client.complete_each(ask(attack), n=4, params=SMALL)
-        finally:
-            await client.aclose()
-        completed = server.completed.get(attack, 0)
-    failures = errors(outcomes)
-    assert {e.kind for e in failures} == {kind}, [str(e) for e in failures]
-    assert all("\n" not in str(e) for e in failures)
-    assert completed == 0
-
-
-async def test_the_call_deadline_spans_replicas() -> None:
-    """Two trickling replicas, 0.2 s attempts, 4 attempts: 0.8 s in all.
-
-    On each replica the n=2 request times out and is split into two singles
-    (0.4 s per replica), so two replicas spend the deadline: 6 requests at
-    most, where 4 full attempts (each n=2 then two singles) made 12.
-    """
-    params = SamplingParams(max_tokens=16, timeout=0.2)
-    async with (
-        HostileServer(attack="slow_body", drip_interval=0.05) as one,
-        HostileServer(attack="slow_body", drip_interval=0.05) as two,
-    ):
-        client = MultiEndpointClient([one.base_url, two.base_url], "m", retry=FAST)
-        try:
-            outcomes = await client.complete_each(ask("slow_body"), n=2, params=params)
-        finally:
-            await client.aclose()
-        sent = one.attacks_sent.get("slow_body", 0) + two.attacks_sent.get("slow_body", 0)
-    failures = errors(outcomes)
-    assert {e.kind for e in failures} == {"timeout"}
-    assert {e.upstream for e in failures} <= {0, 1}
-    assert "call deadline of 0.8s reached" in str(failures[0])
-    assert sent <= 6
-
-
-async def test_transport_and_timeout_failures_have_their_kind() -> None:
-    refused = OpenAICompatClient("http://127.0.0.1:9/v1", "m", retry=RetryPolicy(max_attempts=1))
-    (error,) = errors(await refused.complete_each(ask("slow_body"), n=1, params=SMALL))
-    await refused.aclose()
-    assert error.kind == "transport"
-    assert error.public_message() == "the upstream call failed: connection failed"
-    params = SamplingParams(max_tokens=16, timeout=0.1)
-    one = RetryPolicy(max_attempts=1)
-    async with hostile(drip_interval=0.05, retry=one) as (_server, client):
-        (error,) = errors(await client.complete_each(ask("slow_body"), n=1, params=params))
-    assert error.kind == "timeout"
-
-
-async def test_a_replica_stream_error_names_its_replica() -> None:
-    async def ignore(kind: str, text: str) -> None:
-        return None
-
-    async with HostileServer(attack="sse_content_not_string") as bad:
-        client = MultiEndpointClient([bad.base_url], "m", retry=FAST)
-        try:
-            with pytest.raises(ModelCallError) as caught:
-                await client.stream(ask("sse_content_not_string"), params=SMALL, on_delta=ignore)
-        finally:
-            await client.aclose()
-    assert caught.value.kind == "malformed" and caught.value.upstream == 0
-    assert caught.value.public_message() == "upstream 0 call failed: malformed reply"

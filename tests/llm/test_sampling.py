@@ -7,7 +7,6 @@ call order.
 
 from __future__ import annotations
 
-import random
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -18,7 +17,7 @@ from pacore_graph.errors import ModelCallError
 from pacore_graph.graph.builder import ainvoke_pacore, build_pacore_graph
 from pacore_graph.graph.records import Completion
 from pacore_graph.graph.seeds import explorer_seed
-from pacore_graph.llm.client import OpenAICompatClient, parse_retry_after
+from pacore_graph.llm.client import OpenAICompatClient
 from pacore_graph.llm.langchain_client import LangChainChatClient, make_chat_model
 from pacore_graph.settings.config import PaCoReConfig, RetryPolicy, SamplingParams
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
@@ -165,53 +164,6 @@ async def test_content_null_makes_a_failed_trajectory_in_a_run() -> None:
 
 
 # --------------------------------------------------------------------------- retries
-
-
-async def test_retry_after_is_honoured() -> None:
-    # The server asks for 30 s; the call may take 5 s in all. A client that
-    # honours Retry-After cannot wait that long and gives up after one request;
-    # one that used its own 1 ms backoff instead would retry and succeed.
-    policy = RetryPolicy(max_attempts=2, initial_backoff=0.001, max_backoff=0.001, deadline=5)
-    async with (
-        ScriptedServer(fail_first=1, failure_status=429, retry_after=30) as srv,
-        direct(srv.base_url, policy) as client,
-    ):
-        with pytest.raises(ModelCallError, match="call deadline of 5s reached") as caught:
-            await client.complete(user("Q"), params=PARAMS)
-    assert caught.value.status == 429
-    assert [r.status for r in srv.requests] == [429]  # no retry before the server's time
-
-
-async def test_a_short_retry_after_is_waited_out_and_retried() -> None:
-    policy = RetryPolicy(max_attempts=2, initial_backoff=0.001, max_backoff=0.001, deadline=60)
-    async with (
-        ScriptedServer(fail_first=1, failure_status=429, retry_after=0.05) as srv,
-        direct(srv.base_url, policy) as client,
-    ):
-        (out,) = await client.complete(user("Q"), params=PARAMS)
-    assert out.content
-    assert [r.status for r in srv.requests] == [429, 200]
-
-
-def test_parse_retry_after() -> None:
-    assert parse_retry_after("3") == 3.0
-    assert parse_retry_after(" 0.5 ") == 0.5
-    assert parse_retry_after(None) is None
-    assert parse_retry_after("soon") is None
-    assert parse_retry_after("Wed, 21 Oct 2015 07:28:10 GMT", now=1445412480.0) == 10.0
-    assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", now=1445412490.0) == 0.0
-
-
-def test_backoff_is_jittered_and_bounded() -> None:
-    policy = RetryPolicy(initial_backoff=1.0, max_backoff=8.0, jitter=0.5)
-    rng = random.Random(0)
-    delays = [policy.delay(2, rng=rng) for _ in range(200)]
-    assert all(1.0 <= d <= 2.0 for d in delays)
-    assert len({round(d, 6) for d in delays}) > 150, "retries must not come back in lockstep"
-    after = [policy.delay(1, retry_after=3.0, rng=rng) for _ in range(50)]
-    assert all(3.0 <= d <= 3.5 for d in after) and len(set(after)) > 1
-    assert RetryPolicy(jitter=0.0).delay(3) == RetryPolicy().backoff(3)
-    assert policy.delay(1, retry_after=1e6) <= policy.max_retry_after + 1.0
 
 
 # --------------------------------------------------------------------------- bad text
