@@ -18,7 +18,7 @@ from __future__ import annotations
 import inspect
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
@@ -66,6 +66,8 @@ class Grade:
     extracted: str | None = None
     expected: str | None = None
     detail: str = ""
+    info: Mapping[str, Any] | None = None
+    """Grader-specific facts a report keeps (JSON values): tests passed, judge tokens, ..."""
 
     def __post_init__(self) -> None:
         score = self.score

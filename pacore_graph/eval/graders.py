@@ -19,7 +19,16 @@ nothing is unparsed, not a wrong answer.
 - ``exact``: normalised string equality.
 - ``numeric``: the last number, exact for integers, relative tolerance else.
 - ``choice``: a multiple-choice letter A-J.
+- ``code``: the answer's last fenced code block run against the record's
+  tests in the sandbox (:mod:`.code_grader`); chosen for ``category: code``.
+- ``judge``: an LLM judge with the benchmark's rubric (:mod:`.judge`); it
+  needs a judge server, so the CLI builds it from ``--judge-base-url`` and
+  ``--judge-model``.
 - ``module:function``: a user's callable returning a bool, a float or a Grade.
+- ``NAME`` registered by an installed package under the ``pacore_graph.graders``
+  entry-point group: a grader object, or a class or zero-argument factory
+  returning one (``[project.entry-points."pacore_graph.graders"]`` ``mygrader =
+  "mypkg.grading:MyGrader"``).
 
 This module is the registry; the graders live in ``grade`` (the protocol and
 :class:`Grade`), ``text_graders``, ``math_grader`` (with the threads and
@@ -28,9 +37,15 @@ time-bound notes) and ``callable_grader``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import inspect
+from collections.abc import Callable, Mapping
+from functools import lru_cache
+from importlib.metadata import entry_points
+from typing import Any
 
 from pacore_graph.eval.callable_grader import CallableGrader, load_callable
+from pacore_graph.eval.code_grader import CodeGrader
+from pacore_graph.eval.code_tests import CODE_TESTS_KEY
 from pacore_graph.eval.grade import (
     Grade,
     Grader,
@@ -42,8 +57,10 @@ from pacore_graph.eval.math_grader import MathGrader
 from pacore_graph.eval.text_graders import ChoiceGrader, ExactGrader, NumericGrader
 
 __all__ = [
+    "ENTRY_POINT_GROUP",
     "CallableGrader",
     "ChoiceGrader",
+    "CodeGrader",
     "ExactGrader",
     "Grade",
     "Grader",
@@ -54,7 +71,12 @@ __all__ = [
     "grade_response",
     "grader_from_name",
     "ground_truth_answer",
+    "has_ground_truth",
+    "registered_graders",
 ]
+
+ENTRY_POINT_GROUP = "pacore_graph.graders"
+"""The entry-point group third-party graders register under."""
 
 
 _BUILTIN: dict[str, Callable[[], Grader]] = {
@@ -62,6 +84,12 @@ _BUILTIN: dict[str, Callable[[], Grader]] = {
     "exact": ExactGrader,
     "numeric": NumericGrader,
     "choice": ChoiceGrader,
+    "code": CodeGrader,
+}
+
+_NEEDS_SETUP = {
+    "judge": "the judge grader needs a judge server: pass --judge-base-url URL and "
+    "--judge-model NAME (in Python, build pacore_graph.eval.judge.JudgeGrader)",
 }
 
 _CATEGORY_GRADERS: dict[str, str] = {
@@ -71,24 +99,30 @@ _CATEGORY_GRADERS: dict[str, str] = {
     "mcq": "choice",
     "exact": "exact",
     "numeric": "numeric",
+    "code": "code",
+    "judge": "judge",
 }
 
 
-def grader_from_name(spec: str) -> Grader:
-    """Resolve a CLI name: ``math``, ``exact``, ``numeric``, ``choice`` or ``module:function``.
+class _UnconfiguredJudge:
+    """What ``category: judge`` gets without a judge: an unparsed 0 that says what to pass."""
 
-    ``module:function`` may also name a ready grader object (anything with
-    ``name`` and ``grade``), which is returned as it is; a plain callable is
-    wrapped in :class:`CallableGrader`.
-    """
-    spec = spec.strip()
-    if spec in _BUILTIN:
-        return _BUILTIN[spec]()
-    if ":" not in spec:
-        raise ValueError(
-            f"unknown grader {spec!r}; choose {', '.join(_BUILTIN)} or module:function"
-        )
-    obj = load_callable(spec)
+    name = "judge"
+
+    def grade(self, response: str, ground_truth: Any, problem: str | None = None) -> Grade:
+        return Grade(0.0, False, detail=_NEEDS_SETUP["judge"])
+
+
+_UNCONFIGURED_JUDGE = _UnconfiguredJudge()
+
+
+def registered_graders() -> dict[str, Any]:
+    """Graders installed packages register under :data:`ENTRY_POINT_GROUP`, by name (not loaded)."""
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def _as_grader(obj: Any, spec: str) -> Grader:
+    """A loaded object as a grader: a ready one, a class or factory making one, or a function."""
     if isinstance(obj, Grader) and not isinstance(obj, type):
         return obj
     if not callable(obj):
@@ -96,15 +130,76 @@ def grader_from_name(spec: str) -> Grader:
             f"grader {spec!r} is a {type(obj).__name__}, not a function "
             "(response, ground_truth) -> bool | float | Grade"
         )
+    takes_nothing = isinstance(obj, type)
+    if not takes_nothing:
+        try:
+            params = inspect.signature(obj).parameters.values()
+            takes_nothing = not any(
+                p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+                for p in params
+            )
+        except (TypeError, ValueError):
+            takes_nothing = False
+    if takes_nothing:
+        made = obj()
+        if not isinstance(made, Grader):
+            raise TypeError(f"grader {spec!r} made a {type(made).__name__}, not a grader")
+        return made
     return CallableGrader(obj, name=spec)
+
+
+def grader_from_name(spec: str) -> Grader:
+    """Resolve a CLI name: a built-in, a registered entry point, or ``module:function``.
+
+    ``module:function`` may also name a ready grader object (anything with
+    ``name`` and ``grade``), which is returned as it is, or a grader class;
+    a plain callable is wrapped in :class:`CallableGrader`.
+    """
+    spec = spec.strip()
+    if spec in _BUILTIN:
+        return _BUILTIN[spec]()
+    if spec in _NEEDS_SETUP:
+        raise ValueError(_NEEDS_SETUP[spec])
+    if ":" not in spec:
+        registered = registered_graders()
+        if spec in registered:
+            return _as_grader(registered[spec].load(), spec)
+        offer = [*_BUILTIN, *_NEEDS_SETUP, *sorted(registered)]
+        raise ValueError(f"unknown grader {spec!r}; choose {', '.join(offer)} or module:function")
+    return _as_grader(load_callable(spec), spec)
+
+
+def has_ground_truth(gt: Any) -> bool:
+    """Whether a record carries something to grade against: an answer, code tests or a rubric."""
+    if ground_truth_answer(gt) is not None:
+        return True
+    if isinstance(gt, Mapping):
+        keys = (CODE_TESTS_KEY, "pass_criteria", "PASS_CRITERIA", "public_test_cases", "tests")
+        return any(gt.get(key) for key in keys)
+    return hasattr(gt, "tests")
+
+
+@lru_cache(maxsize=1)
+def _shared_code_grader() -> CodeGrader:
+    """One code grader for every ``auto_grader("code")``: its sandbox starts once."""
+    return CodeGrader()
 
 
 def auto_grader(record_category: str | None) -> Grader:
     """The grader for a record's ``category``: math unless the category names another.
 
     ``choice``/``multiple_choice``/``mcq`` get the choice grader, ``exact``
-    and ``numeric`` theirs; everything else (``math``, ``physics``, none)
-    gets math, whose text fallback also handles short non-math answers.
+    and ``numeric`` theirs, ``code`` the code grader (one shared instance,
+    default limits; pass your own :class:`CodeGrader` for others), ``judge``
+    a grader that scores 0 unparsed and says a judge must be configured (a
+    judged task is never graded by answer matching); everything else
+    (``math``, ``physics``, none) gets math, whose text fallback also
+    handles short non-math answers.
     """
     key = (record_category or "").strip().lower()
-    return _BUILTIN[_CATEGORY_GRADERS.get(key, "math")]()
+    name = _CATEGORY_GRADERS.get(key, "math")
+    if name == "code":
+        return _shared_code_grader()
+    if name == "judge":
+        return _UNCONFIGURED_JUDGE
+    return _BUILTIN[name]()

@@ -27,7 +27,7 @@ from pacore_graph.eval.graders import (
     Grader,
     auto_grader,
     grade_response,
-    ground_truth_answer,
+    has_ground_truth,
 )
 from pacore_graph.eval.methods import MethodSpec, build_method_graph
 from pacore_graph.eval.plot import plot_scaling
@@ -100,6 +100,7 @@ def _run_line(
         "extracted": grade.extracted,
         "expected": grade.expected,
         "grade_detail": grade.detail,
+        **({"grade_info": dict(grade.info)} if grade.info else {}),
         "answer": result.answer,
         "effective_ttc": result.effective_ttc,
         "trajectories": len(result.trajectories),
@@ -139,6 +140,7 @@ async def run_eval(
     out_dir: Path,
     samples: int = 1,
     grader: Grader | None = None,
+    category_graders: Mapping[str, Grader] | None = None,
     compactor: Compactor | str = "conclusion",
     progress: bool = True,
     progress_file: IO[str] | None = None,
@@ -147,12 +149,18 @@ async def run_eval(
     checkpointer: Any = None,
     durability: Durability = DEFAULT_DURABILITY,
 ) -> EvalOutcome:
-    """Run, grade and report; see the module docstring for files and resuming."""
+    """Run, grade and report; see the module docstring for files and resuming.
+
+    ``grader`` grades every record; without it each record gets
+    ``category_graders[category]`` (lower-cased; e.g. a configured judge for
+    ``judge``, a code grader with ``--grader-workers`` for ``code``), else
+    :func:`~pacore_graph.eval.graders.auto_grader` for its category.
+    """
     if samples < 1:
         raise ValueError(f"samples must be >= 1, got {samples}")
     if not methods:
         raise ValueError("no methods to evaluate")
-    graded = [r for r in records if ground_truth_answer(r.ground_truth) is not None]
+    graded = [r for r in records if has_ground_truth(r.ground_truth)]
     if not graded:
         raise ValueError("no record has a ground truth answer to grade against")
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -202,7 +210,12 @@ async def run_eval(
                     err = exc or RuntimeError("no result")
                     line = _error_line(spec, record, sample, err, time.perf_counter() - t0)
                 else:
-                    chosen = grader or auto_grader(record.raw.get("category"))
+                    category = record.raw.get("category")
+                    chosen = (
+                        grader
+                        or (category_graders or {}).get(str(category or "").strip().lower())
+                        or auto_grader(category)
+                    )
                     grade = await asyncio.to_thread(
                         grade_response,
                         chosen,
