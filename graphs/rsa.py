@@ -1,0 +1,303 @@
+"""RSA, Recursive Self-Aggregation (arXiv 2509.26626), as a graph on PaCoRe's nodes.
+
+A population of N candidates; at each later step every new candidate is
+written from a random subset of K candidates of the previous population
+(PaCoRe shows every message to every trajectory). After T populations the
+answer is a majority vote over the last population's extracted answers
+(ties as in ``majority:K``: the lowest explorer index), or, with
+``final="aggregate"``, one more aggregation of K random candidates whose
+single answer is streamed.
+
+Where the paper leaves details open this follows its public code,
+HyperPotatoNeo/RSA at commit ``537ec6065f21a5d128a164d14c0de6f4ed79de1f``,
+file ``eval_loop.py``:
+
+- :func:`rsa_prompt` is ``aggregate_prompt`` byte for byte (its three task
+  kinds, its single-candidate "refine" wording, and its missing space in
+  "strategy.End with"); ``tests/graphs/test_rsa.py`` holds a verbatim copy
+  of the public function and checks the prompts sent over HTTP against it;
+- ``T`` is its ``--loops``: the number of populations, the first written
+  from the question alone (``rsa:16,4,10`` is its default: 16 candidates,
+  4 read by each, 10 populations);
+- a subset is ``random.sample(population, K)``: K distinct candidates, in the
+  order drawn, one draw per new candidate in candidate order; the public
+  code seeds one global RNG per process, here a ``random.Random`` per run
+  and step (seed, step), so a run is reproducible and resumes the same;
+- the aggregation prompt replaces the user's message (the public code sends
+  it as the only user turn); earlier messages (a system prompt) are kept;
+- a candidate's text is its compacted message (``conclusion`` by default:
+  the answer after the reasoning, which is the whole text for the
+  non-reasoning instruct models the paper reports); the public code passes
+  the model's whole output, which a server with a reasoning parser splits;
+- a failed candidate (recorded, as in PaCoRe) cannot be read: subsets are
+  drawn from the successful ones (at most K of them).
+
+Each candidate's prompt differs, so later steps send one request per
+candidate (the first population is one ``n=N`` request); each explorer span
+links to the K candidates it read, and each trajectory's ``references`` are
+their indices, so the message graph and the traces show the subsets.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.types import Send
+
+from pacore_graph.control.limits import SequenceLimiter
+from pacore_graph.graph.aggregation import MajorityVote, extract_final_answer
+from pacore_graph.graph.compaction import Compactor
+from pacore_graph.graph.compactor_registry import CompactorRegistry
+from pacore_graph.graph.explorer import ExploreGroup, ExploreTask
+from pacore_graph.graph.nodes import PaCoReNodes
+from pacore_graph.graph.prompts import last_user_index
+from pacore_graph.graph.seeds import explorer_seed
+from pacore_graph.graph.state import PaCoReState
+from pacore_graph.graph.streaming import progress_writer, round_started
+from pacore_graph.graphs.method_graph import compile_method_graph, method_parts
+from pacore_graph.llm.protocols import ChatClient
+from pacore_graph.otel.spans import TraceOptions
+from pacore_graph.settings.config import MAX_ROUND_WIDTH, PaCoReConfig
+from pacore_graph.settings.request_limits import RequestLimits
+
+__all__ = [
+    "RSA_TASKS",
+    "RSAFinal",
+    "RSANodes",
+    "RSAState",
+    "RSATask",
+    "build_rsa_graph",
+    "draw_subsets",
+    "rsa_prompt",
+]
+
+#: The public code's task kinds (``get_task_name``): the wording of the prompt.
+RSATask = Literal["math", "rg", "supergpqa"]
+RSA_TASKS: tuple[RSATask, ...] = ("math", "rg", "supergpqa")
+#: ``majority``: vote over the last population; ``aggregate``: one more aggregation.
+RSAFinal = Literal["majority", "aggregate"]
+
+
+def rsa_prompt(question: str, candidate_answers: Sequence[str], task: RSATask = "math") -> str:
+    """RSA's aggregation prompt: ``aggregate_prompt`` of the public code, byte for byte."""
+    if task == "rg":
+        problem_kind = "problem"
+        format_hint = "<answer>...</answer>"
+    elif task == "supergpqa":
+        problem_kind = "multiple-choice problem"
+        format_hint = (
+            "\\boxed{}. Only include the correct option letter in \\boxed{}; for example \\boxed{A}"
+        )
+    else:
+        problem_kind = "math problem"
+        format_hint = "\\boxed{}"
+
+    parts = []
+    if len(candidate_answers) == 1:
+        parts.append(
+            f"You are given a {problem_kind} and a candidate solution. "
+            "The candidate may be incomplete or contain errors. "
+            "Refine this trajectory and produce an improved, higher-quality solution. "
+            "If it is entirely wrong, attempt a new strategy. "
+            f"End with the final result in {format_hint}.\n"
+        )
+    else:
+        parts.append(
+            f"You are given a {problem_kind} and several candidate solutions. "
+            "Some candidates may be incorrect or contain errors. "
+            "Aggregate the useful ideas and produce a single, high-quality solution. "
+            "Reason carefully; if candidates disagree, choose the correct path. "
+            "If all are incorrect, then attempt a different strategy."
+            f"End with the final result in {format_hint}.\n"
+        )
+
+    parts.append("Problem:\n")
+    parts.append(question.strip() + "\n")
+
+    if len(candidate_answers) == 1:
+        parts.append("Candidate solution (may contain mistakes):\n")
+        ans_str = (candidate_answers[0] or "").strip()
+        parts.append(f"---- Candidate ----\n{ans_str}\n")
+        parts.append(
+            "Now refine the candidate into an improved solution. Provide clear reasoning "
+            f"and end with the final answer in {format_hint}."
+        )
+    else:
+        parts.append("Candidate solutions (may contain mistakes):\n")
+        for i, ans in enumerate(candidate_answers, 1):
+            ans_str = (ans or "").strip()
+            parts.append(f"---- Solution {i} ----\n{ans_str}\n")
+        parts.append(
+            "Now write a single improved solution. Provide clear reasoning and end with "
+            f"the final answer in {format_hint}."
+        )
+
+    return "\n".join(parts)
+
+
+def draw_subsets(
+    population: Sequence[int], width: int, k: int, seed: int | str, step: int
+) -> tuple[tuple[int, ...], ...]:
+    """The subsets of step ``step``: ``width`` draws of ``min(k, len(population))`` indices.
+
+    One ``random.Random`` per (seed, step): the same run draws the same
+    subsets, on a resume too.
+    """
+    rng = random.Random(f"rsa\x1f{seed}\x1f{step}")
+    size = min(k, len(population))
+    pool = list(population)
+    return tuple(tuple(rng.sample(pool, size)) for _ in range(width))
+
+
+class RSAState(PaCoReState, total=False):
+    """PaCoRe's state plus the current step's subsets (explorer indices of the previous step)."""
+
+    subsets: tuple[tuple[int, ...], ...]
+
+
+def _aggregation_messages(
+    conversation: Sequence[Mapping[str, Any]], text: str
+) -> tuple[dict[str, Any], ...]:
+    out = [dict(m) for m in conversation]
+    out[last_user_index(out)]["content"] = text
+    return tuple(out)
+
+
+@dataclass(slots=True, kw_only=True)
+class RSANodes(PaCoReNodes):
+    """PaCoRe's nodes with RSA's rounds: one prompt per candidate, from K random candidates."""
+
+    k: int
+    seed: int | str = 0
+    task: RSATask = "math"
+    subsets_of: Callable[..., tuple[tuple[int, ...], ...]] = field(default=draw_subsets)
+
+    # The state is annotated RSAState: LangGraph reads the channels a node's annotation names.
+    async def round_node(self, state: RSAState, config: RunnableConfig) -> dict[str, Any]:  # type: ignore[override]
+        """Step 0 as PaCoRe's first round; later steps draw each candidate's K references."""
+        r = state["round"]
+        if r == 0:
+            return await PaCoReNodes.round_node(self, state, config)
+        width, reason = self._width(state)
+        if self.quorum.enabled:
+            self._gates[(state["run_id"], r)] = self.quorum.gate(width)
+        progress_writer()(round_started(r, width))
+        previous = state["rounds"][-1]
+        readable = sorted((t for t in previous if not t.failed), key=lambda t: t.index)
+        subsets = self.subsets_of([t.index for t in readable], width, self.k, self.seed, r)
+        by_index = {t.index: t for t in readable}
+        read = sorted({i for subset in subsets for i in subset})
+        self.tracer.start_round(
+            state["run_id"], r, width, [by_index[i].message or "" for i in read]
+        )
+        return {
+            "prompt": state["conversation"],
+            "prompt_refs": (),
+            "subsets": subsets,
+            "width": width,
+            "width_reason": reason,
+        }
+
+    async def fan_out(self, state: RSAState) -> list[Send]:  # type: ignore[override]
+        """One task per candidate with its own prompt and references (no shared ``n`` request)."""
+        r = state["round"]
+        if r == 0:
+            return await PaCoReNodes.fan_out(self, state)
+        shape = state.get("settings")
+        schedule = self.run_schedule(state)
+        sampling = self.config.sampling if shape is None else shape.sampling
+        subsets = state.get("subsets") or ()
+        by_index = {t.index: t for t in state["rounds"][-1]}
+        question = _question(state["conversation"])
+        final = self.aggregator is None and r == len(schedule) - 1
+        tasks = []
+        for i, subset in enumerate(subsets):
+            refs = tuple(subset)
+            text = rsa_prompt(question, [by_index[j].message or "" for j in refs], self.task)
+            tasks.append(
+                ExploreTask(
+                    run_id=state["run_id"],
+                    problem_id=state.get("problem_id"),
+                    round=r,
+                    index=i,
+                    width=1,  # explorers sharing this prompt: each candidate has its own
+                    messages=_aggregation_messages(state["conversation"], text),
+                    references=refs,
+                    seed=explorer_seed(sampling.seed, r, i),
+                    stream=final,
+                    params=sampling,
+                )
+            )
+        if self.group_sends:
+            return [Send("explore", ExploreGroup(tuple(tasks)))]
+        return [Send("explore", task) for task in tasks]
+
+
+def _question(conversation: Sequence[Mapping[str, Any]]) -> str:
+    content = conversation[last_user_index(conversation)].get("content")
+    return content if isinstance(content, str) else ""
+
+
+def build_rsa_graph(
+    client: ChatClient,
+    n: int,
+    k: int,
+    t: int,
+    *,
+    config: PaCoReConfig | None = None,
+    final: RSAFinal = "majority",
+    task: RSATask = "math",
+    seed: int | str | None = None,
+    compactor: Compactor | str = "conclusion",
+    limiter: SequenceLimiter | None = None,
+    tracing: TraceOptions | bool | None = None,
+    checkpointer: Any = None,
+    compactors: CompactorRegistry | Mapping[str, Compactor] | None = None,
+    limits: RequestLimits | None = None,
+    extract: Callable[[str], str | None] = extract_final_answer,
+) -> Any:
+    """RSA with population ``n``, subsets of ``k`` and ``t`` populations (``rsa:N,K,T``).
+
+    ``seed`` seeds the subsets (default: the config's ``shuffle_seed``, else
+    0); ``config`` gives sampling, retries and concurrency (its ``rounds`` are
+    replaced by ``[n] * t``).
+    """
+    for label, value, low in (("N", n, 1), ("K", k, 1), ("T", t, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ValueError(f"rsa:N,K,T needs whole numbers >= 1; got {label}={value!r}")
+    if n > MAX_ROUND_WIDTH:
+        raise ValueError(f"rsa: population N={n} is above the widest round ({MAX_ROUND_WIDTH})")
+    if k > n:
+        raise ValueError(f"rsa: K={k} candidates cannot be drawn from a population of N={n}")
+    if final not in ("majority", "aggregate"):
+        raise ValueError(f"rsa final must be 'majority' or 'aggregate'; got {final!r}")
+    if task not in RSA_TASKS:
+        raise ValueError(f"rsa task must be one of {', '.join(RSA_TASKS)}; got {task!r}")
+    base = config or PaCoReConfig()
+    cfg = PaCoReConfig.model_validate({**base.model_dump(), "rounds": [n] * t})
+    parts = method_parts(
+        client,
+        cfg,
+        compactor=compactor,
+        limiter=limiter,
+        tracing=tracing,
+        compactors=compactors,
+        limits=limits,
+    )
+    run_seed = (
+        seed if seed is not None else (cfg.shuffle_seed if cfg.shuffle_seed is not None else 0)
+    )
+    nodes = RSANodes(
+        **parts.node_kwargs(),
+        explorer=parts.explorer,
+        aggregator=MajorityVote(extract=extract) if final == "majority" else None,
+        name="rsa",
+        k=k,
+        seed=run_seed,
+        task=task,
+    )
+    return compile_method_graph(nodes, RSAState, name="rsa", checkpointer=checkpointer)
