@@ -25,6 +25,7 @@ from the reward model's lookup (which then found no prompt and stopped with
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -156,6 +157,35 @@ def _tokenized(dataset: Any, tokenizer: Any, index: PromptIndex) -> Any:
     return Dataset.from_list(rows)
 
 
+@functools.cache
+def _trainer_class() -> Any:
+    """TRL's ``PPOTrainer`` made to save its policy when it runs on several processes.
+
+    Under ``accelerate launch`` / ``torchrun`` the trainer's model is wrapped
+    (``DistributedDataParallel``), so TRL 1.12's ``save_model`` no longer
+    finds ``.policy`` on it and hands the whole wrapper, critic included, to
+    safetensors, which refuses its shared tensors; the rank that does not
+    save reads ``is_distributed_loading_by_transformers``, which transformers
+    5.24's ``Trainer.__init__`` sets and TRL's does not call. Unwrapping
+    first and giving the attribute its default fixes both; one process
+    behaves as before.
+    """
+    from trl.experimental.ppo import PPOTrainer
+
+    class PaCoRePPOTrainer(PPOTrainer):
+        is_distributed_loading_by_transformers = False
+
+        def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
+            wrapped = self.model
+            self.model = self.accelerator.unwrap_model(wrapped)
+            try:
+                super().save_model(output_dir, _internal_call)
+            finally:
+                self.model = wrapped
+
+    return PaCoRePPOTrainer
+
+
 def build_ppo_trainer(
     dataset: Any,
     model: str | Path,
@@ -176,7 +206,6 @@ def build_ppo_trainer(
         AutoModelForSequenceClassification,
         AutoTokenizer,
     )
-    from trl.experimental.ppo import PPOTrainer
 
     tokenizer = processing_class or AutoTokenizer.from_pretrained(str(model))
     prepare_tokenizer(tokenizer)
@@ -190,7 +219,7 @@ def build_ppo_trainer(
     policy.generation_config.pad_token_id = tokenizer.pad_token_id
     index = PromptIndex(pad_id=int(tokenizer.pad_token_id))
     train_dataset = _tokenized(dataset, tokenizer, index)
-    return PPOTrainer(
+    return _trainer_class()(
         args=config,
         processing_class=tokenizer,
         model=policy,

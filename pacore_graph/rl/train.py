@@ -29,7 +29,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -40,6 +39,7 @@ from typing import IO, Any
 from pacore_graph.eval.graders import Grader
 from pacore_graph.rl import require_rl
 from pacore_graph.rl.export import load_dataset_path
+from pacore_graph.rl.processes import check_launch, current_processes
 from pacore_graph.rl.rewards import PaCoReReward
 
 __all__ = [
@@ -159,7 +159,12 @@ class TrainSettings:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TrainOutcome:
-    """What a training run did: where the model is, how many steps, what TRL logged."""
+    """What a training run did: where the model is, how many steps, what TRL logged.
+
+    ``processes`` is how many training processes ran (``accelerate launch``,
+    ``torchrun``) and ``rank_steps`` the optimiser steps each rank reported,
+    gathered after training: the proof that every rank stepped.
+    """
 
     output_dir: str
     algo: str
@@ -170,12 +175,15 @@ class TrainOutcome:
     final_loss: float | None
     mean_reward: float | None
     log_history: tuple[Mapping[str, Any], ...]
+    processes: int = 1
+    rank_steps: tuple[int, ...] = ()
 
     def __str__(self) -> str:
         loss = "n/a" if self.final_loss is None else f"{self.final_loss:.4g}"
         reward = "n/a" if self.mean_reward is None else f"{self.mean_reward:.3f}"
+        on = f" on {self.processes} processes" if self.processes > 1 else ""
         return (
-            f"{self.algo}: {self.steps} steps on {self.rows} prompts in {self.wall_s:.1f}s; "
+            f"{self.algo}: {self.steps} steps{on} on {self.rows} prompts in {self.wall_s:.1f}s; "
             f"last loss {loss}, mean reward {reward}; model saved to {self.output_dir}"
         )
 
@@ -335,7 +343,7 @@ def trainer_config(settings: TrainSettings, output_dir: str | Path) -> Any:
                 "gradient_accumulation_steps", settings.gradient_accumulation_steps
             )
         )
-        world = max(1, int(os.environ.get("WORLD_SIZE", "1")))
+        world = current_processes().world
         kwargs.update(PPO_DEFAULTS)
         kwargs.update(
             {
@@ -494,8 +502,15 @@ def train(
     min_round: int = 1,
     stream: IO[str] | None = None,
 ) -> TrainOutcome:
-    """Load, build, train, save: :func:`train_command` with a :class:`TrainSettings`."""
+    """Load, build, train, save: :func:`train_command` with a :class:`TrainSettings`.
+
+    Under a launcher of several processes every rank trains on its share of
+    each batch; the model is saved once and only the main process prints
+    and writes the log. ``accelerate launch --cpu --num_processes N``, which
+    starts one process, is refused (:func:`~pacore_graph.rl.processes.check_launch`).
+    """
     require_rl(*_TRAIN_DEPS)
+    processes = check_launch()
     data_path = Path(dataset)
     out = output_dir or data_path.parent / f"{data_path.stem}-{settings.algo}"
     prompts = load_training_dataset(data_path, min_round=min_round)
@@ -503,6 +518,7 @@ def train(
     trainer = build_trainer(prompts, model, settings, output_dir=out)
     trainer.train()
     trainer.save_model(str(out))
+    rank_steps = _gather_steps(int(trainer.state.global_step))
     history = tuple(dict(entry) for entry in trainer.state.log_history)
     loss_key, reward_key = _LOG_KEYS[settings.algo]
     outcome = TrainOutcome(
@@ -515,10 +531,20 @@ def train(
         final_loss=_last(history, loss_key),
         mean_reward=_last(history, reward_key),
         log_history=history,
+        processes=len(rank_steps),
+        rank_steps=rank_steps,
     )
-    _write_log(Path(out) / TRAIN_LOG, outcome)
-    print(outcome, file=stream or sys.stdout)
+    if processes.is_main:
+        _write_log(Path(out) / TRAIN_LOG, outcome)
+        print(outcome, file=stream or sys.stdout)
     return outcome
+
+
+def _gather_steps(steps: int) -> tuple[int, ...]:
+    """Every rank's optimiser steps, in rank order (a collective: all ranks call it)."""
+    from accelerate.utils import gather_object
+
+    return tuple(int(s) for s in gather_object([steps]))
 
 
 def _write_log(path: Path, outcome: TrainOutcome) -> None:
