@@ -43,6 +43,7 @@ from typing import Any, Literal, cast, get_args
 
 from aiohttp import web
 
+from pacore_graph.testing.logprobs import Confidence, logprob_entries, requested_top_logprobs
 from pacore_graph.testing.loopback_server import (
     LoopbackServer,
     serve_until_signalled,
@@ -160,6 +161,9 @@ class ScriptedReply:
     ``"stop"``); ``completion_tokens=None`` is the word count of the generated
     text (reasoning + content).  An explicit ``completion_tokens`` lets a test
     pretend the model wrote more than the text shows, e.g. to force truncation.
+    ``confidence`` is each token's DeepConf confidence when ``logprobs`` are
+    asked (see :mod:`pacore_graph.testing.logprobs`): one number for every
+    token, one per token, or None for a stable hash of the token.
     """
 
     content: str
@@ -167,6 +171,7 @@ class ScriptedReply:
     finish_reason: str | None = None
     completion_tokens: int | None = None
     tool_calls: tuple[ScriptedToolCall, ...] = ()
+    confidence: Confidence = None
 
 
 RespondResult = ScriptedReply | str
@@ -261,6 +266,7 @@ class _Choice:
     finish_reason: str
     tokens: int
     tool_calls: list[dict[str, Any]]
+    confidence: Confidence = None
 
 
 class ScriptedServer(LoopbackServer):
@@ -507,7 +513,9 @@ class ScriptedServer(LoopbackServer):
                 {
                     "index": i,
                     "message": self._message(c),
-                    "logprobs": _logprobs(c) if body.get("logprobs") else None,
+                    "logprobs": _logprobs(c, requested_top_logprobs(body))
+                    if body.get("logprobs")
+                    else None,
                     "finish_reason": c.finish_reason,
                     **({"token_ids": _token_ids(c)} if body.get("return_token_ids") else {}),
                 }
@@ -565,7 +573,7 @@ class ScriptedServer(LoopbackServer):
         finish = reply.finish_reason or (
             "length" if truncated else "tool_calls" if tool_calls else "stop"
         )
-        return _Choice(content, reasoning, finish, tokens, tool_calls)
+        return _Choice(content, reasoning, finish, tokens, tool_calls, reply.confidence)
 
     def _message(self, choice: _Choice) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": choice.content}
@@ -608,10 +616,18 @@ class ScriptedServer(LoopbackServer):
             "model": model,
         }
 
+        want_logprobs = bool(body.get("logprobs"))
+        top_k = requested_top_logprobs(body)
+
         def chunk(
-            index: int, delta: dict[str, Any], finish: str | None = None, tokens: int | None = None
+            index: int,
+            delta: dict[str, Any],
+            finish: str | None = None,
+            tokens: int | None = None,
+            logprobs: list[dict[str, Any]] | None = None,
         ) -> bytes:
-            choice = {"index": index, "delta": delta, "logprobs": None, "finish_reason": finish}
+            lp = {"content": logprobs} if logprobs is not None else None
+            choice = {"index": index, "delta": delta, "logprobs": lp, "finish_reason": finish}
             event: dict[str, Any] = {**head, "choices": [choice]}
             if tokens is not None:
                 event["usage"] = {
@@ -625,11 +641,31 @@ class ScriptedServer(LoopbackServer):
 
         def events_of(i: int, c: _Choice) -> list[bytes]:
             events = [chunk(i, {"role": "assistant", "content": ""})]
+            words = _choice_words(c)
+            position = 0
+
+            def piece_logprobs(piece: str) -> list[dict[str, Any]] | None:
+                # Each delta carries the entries of the counted words it holds, as vLLM's do.
+                nonlocal position
+                if not want_logprobs:
+                    return None
+                count = len(piece.split())
+                taken = words[position : position + count]
+                entries = logprob_entries(taken, c.confidence, top_k, start=position)
+                position += count
+                return entries
+
             if c.reasoning:
                 field_name = self.reasoning_mode
-                events.extend(chunk(i, {field_name: p}) for p in _pieces(c.reasoning, size))
+                events.extend(
+                    chunk(i, {field_name: p}, logprobs=piece_logprobs(p))
+                    for p in _pieces(c.reasoning, size)
+                )
             if c.content:
-                events.extend(chunk(i, {"content": p}) for p in _pieces(c.content, size))
+                events.extend(
+                    chunk(i, {"content": p}, logprobs=piece_logprobs(p))
+                    for p in _pieces(c.content, size)
+                )
             if c.tool_calls:
                 calls = [{"index": k, **call} for k, call in enumerate(c.tool_calls)]
                 events.append(chunk(i, {"tool_calls": calls}))
@@ -731,14 +767,9 @@ def _token_ids(choice: _Choice) -> list[int]:
     ]
 
 
-def _logprobs(choice: _Choice) -> dict[str, Any]:
-    """OpenAI-style ``logprobs.content``: one entry per counted word, a fixed log-prob."""
-    return {
-        "content": [
-            {"token": w, "logprob": -0.25, "bytes": list(w.encode()), "top_logprobs": []}
-            for w in _choice_words(choice)
-        ]
-    }
+def _logprobs(choice: _Choice, top_k: int) -> dict[str, Any]:
+    """OpenAI-style ``logprobs.content``: one entry per counted word, by the reply's confidence."""
+    return {"content": logprob_entries(_choice_words(choice), choice.confidence, top_k)}
 
 
 def _tool_call_dict(call: ScriptedToolCall, position: int) -> dict[str, Any]:

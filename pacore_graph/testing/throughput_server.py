@@ -26,7 +26,18 @@ default) padded with filler reasoning to the drawn length; tokens are
 whitespace-separated words, as in the scripted server.
 
 ``GET /stats`` reports ``tokens_generated`` and friends; ``POST /stats/reset``
-zeroes them. Run it in its own process for benchmarks:
+zeroes them.
+
+Log-probabilities (``"logprobs": true``, ``top_logprobs``) are deterministic
+by input (:mod:`pacore_graph.testing.logprobs`; the responder's
+``ScriptedReply.confidence`` covers the padding too), in JSON and in streams.
+With ``stream_chunk_tokens`` a streamed choice is sent as it is decoded, that
+many tokens per event (each chunk a slice of the sequence's decode, so the
+timing is the same), as vLLM streams; a client can then judge a choice
+while it runs and cancel it (online DeepConf). Without it a streamed choice
+is sent whole when done.
+
+Run it in its own process for benchmarks:
 ``python -m pacore_graph.testing.throughput_server --throughput 50000``
 prints ``READY http://127.0.0.1:PORT/v1``.
 """
@@ -49,6 +60,7 @@ from typing import Any
 
 from aiohttp import web
 
+from pacore_graph.testing.logprobs import Confidence, logprob_entries, requested_top_logprobs
 from pacore_graph.testing.loopback_server import (
     LoopbackServer,
     serve_until_signalled,
@@ -102,6 +114,11 @@ class _Choice:
     reasoning: str
     tokens: int
     finish_reason: str
+    confidence: Confidence = None
+
+    def words(self) -> list[str]:
+        """The choice's tokens (words), reasoning first: exactly ``tokens`` of them."""
+        return [*self.reasoning.split(), *self.content.split()][: self.tokens]
 
 
 def _shape(reply: ScriptedReply, length: int) -> _Choice:
@@ -111,8 +128,10 @@ def _shape(reply: ScriptedReply, length: int) -> _Choice:
     if length >= len(content_words):
         budget = length - len(content_words)
         reasoning_words = (reasoning_words + [_FILLER] * budget)[:budget]
-        return _Choice(" ".join(content_words), " ".join(reasoning_words), length, "stop")
-    return _Choice(" ".join(content_words[:length]), "", length, "length")
+        return _Choice(
+            " ".join(content_words), " ".join(reasoning_words), length, "stop", reply.confidence
+        )
+    return _Choice(" ".join(content_words[:length]), "", length, "length", reply.confidence)
 
 
 class ThroughputServer(LoopbackServer):
@@ -133,8 +152,12 @@ class ThroughputServer(LoopbackServer):
         host: str = "127.0.0.1",
         port: int = 0,
         backlog: int = 4096,
+        stream_chunk_tokens: int | None = None,
     ) -> None:
+        if stream_chunk_tokens is not None and stream_chunk_tokens < 1:
+            raise ValueError("stream_chunk_tokens must be >= 1 (or None: whole choices)")
         super().__init__(host=host, port=port, backlog=backlog)
+        self.stream_chunk_tokens = stream_chunk_tokens
         self.respond = respond
         self.lengths = lengths or LengthModel()
         self.model = model
@@ -295,14 +318,18 @@ class ThroughputServer(LoopbackServer):
             natural = self.lengths.length(seed, first_index + i, prompt)
             choice = _shape(reply, natural if limit is None else min(natural, limit))
             if limit is not None and natural > limit:
-                choice = _Choice(choice.content, choice.reasoning, choice.tokens, "length")
+                choice = _Choice(
+                    choice.content, choice.reasoning, choice.tokens, "length", choice.confidence
+                )
             choices.append(choice)
 
         prompt_count = prompt_tokens(messages)
+        top_k = requested_top_logprobs(body) if body.get("logprobs") else None
         if body.get("stream"):
             options = body.get("stream_options")
             options = options if isinstance(options, dict) else {}
-            return await self._stream(
+            stream = self._stream if self.stream_chunk_tokens is None else self._stream_progressive
+            return await stream(
                 request,
                 choices,
                 model=model,
@@ -310,6 +337,7 @@ class ThroughputServer(LoopbackServer):
                 usage=bool(options.get("include_usage")),
                 continuous=bool(options.get("include_usage"))
                 and bool(options.get("continuous_usage_stats")),
+                top_k=top_k,
             )
 
         await self._decode([c.tokens for c in choices])
@@ -330,7 +358,9 @@ class ThroughputServer(LoopbackServer):
                             "content": c.content,
                             "reasoning": c.reasoning or None,
                         },
-                        "logprobs": None,
+                        "logprobs": None
+                        if top_k is None
+                        else {"content": logprob_entries(c.words(), c.confidence, top_k)},
                         "finish_reason": c.finish_reason,
                     }
                     for i, c in enumerate(choices)
@@ -352,6 +382,7 @@ class ThroughputServer(LoopbackServer):
         prompt_count: int,
         usage: bool,
         continuous: bool,
+        top_k: int | None = None,
     ) -> web.StreamResponse:
         """Server-sent events, each choice sent whole the moment its sequence finishes.
 
@@ -368,11 +399,18 @@ class ThroughputServer(LoopbackServer):
             "model": model,
         }
 
-        def event(index: int, delta: dict[str, Any], finish: str | None, tokens: int) -> bytes:
+        def event(
+            index: int,
+            delta: dict[str, Any],
+            finish: str | None,
+            tokens: int,
+            logprobs: list[dict[str, Any]] | None = None,
+        ) -> bytes:
+            lp = None if logprobs is None else {"content": logprobs}
             chunk: dict[str, Any] = {
                 **head,
                 "choices": [
-                    {"index": index, "delta": delta, "logprobs": None, "finish_reason": finish}
+                    {"index": index, "delta": delta, "logprobs": lp, "finish_reason": finish}
                 ],
             }
             if continuous:
@@ -402,9 +440,14 @@ class ThroughputServer(LoopbackServer):
                 out: list[bytes] = []
                 for i in sorted(index_of[w] for w in done):
                     c = choices[i]
+                    words = c.words()
+                    cut = len(c.reasoning.split())
+                    entries = None if top_k is None else logprob_entries(words, c.confidence, top_k)
                     if c.reasoning:
-                        out.append(event(i, {"reasoning": c.reasoning}, None, c.tokens))
-                    out.append(event(i, {"content": c.content}, None, c.tokens))
+                        lp = None if entries is None else entries[:cut]
+                        out.append(event(i, {"reasoning": c.reasoning}, None, c.tokens, lp))
+                    lp = None if entries is None else entries[cut:]
+                    out.append(event(i, {"content": c.content}, None, c.tokens, lp))
                     out.append(event(i, {}, c.finish_reason, c.tokens))
                 await response.write(b"".join(out))
             if usage:
@@ -428,6 +471,139 @@ class ThroughputServer(LoopbackServer):
         self.last_response_unix = time.time()
         return response
 
+    async def _stream_progressive(
+        self,
+        request: web.Request,
+        choices: list[_Choice],
+        *,
+        model: str,
+        prompt_count: int,
+        usage: bool,
+        continuous: bool,
+        top_k: int | None = None,
+    ) -> web.StreamResponse:
+        """Server-sent events as the choices decode, ``stream_chunk_tokens`` tokens per event.
+
+        Each choice decodes slice by slice (one processor-sharing sequence
+        per slice, back to back: the same share of throughput at every
+        moment, so the same timing as one sequence); a slice's words go out
+        as soon as it is decoded, with their log-probabilities when asked
+        and the choice's running usage under ``continuous_usage_stats``. A
+        client that disconnects cancels the slices still decoding (the
+        tokens they got count, as for whole choices).
+        """
+        step = self.stream_chunk_tokens or 1
+        head = {
+            "id": f"chatcmpl-tp{next(self._ids):x}",
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": model,
+        }
+
+        def event(
+            index: int,
+            delta: dict[str, Any],
+            finish: str | None,
+            tokens: int,
+            logprobs: list[dict[str, Any]] | None = None,
+        ) -> bytes:
+            lp = None if logprobs is None else {"content": logprobs}
+            chunk: dict[str, Any] = {
+                **head,
+                "choices": [
+                    {"index": index, "delta": delta, "logprobs": lp, "finish_reason": finish}
+                ],
+            }
+            if continuous:
+                chunk["usage"] = {
+                    "prompt_tokens": prompt_count,
+                    "completion_tokens": tokens,
+                    "total_tokens": prompt_count + tokens,
+                }
+            return b"data: " + json.dumps(chunk).encode() + b"\n\n"
+
+        response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+        lock = asyncio.Lock()
+
+        async def decode_choice(i: int, c: _Choice) -> None:
+            words = c.words()
+            cut = len(c.reasoning.split())
+            sent = 0
+            while sent < c.tokens:
+                size = min(step, c.tokens - sent)
+                await self._decode([size])
+                out: list[bytes] = []
+                lp = (
+                    None
+                    if top_k is None
+                    else logprob_entries(words[sent : sent + size], c.confidence, top_k, start=sent)
+                )
+                think = words[sent : min(sent + size, cut)]
+                said = words[max(sent, cut) : sent + size]
+                if think:
+                    text = (" " if sent else "") + " ".join(think)
+                    out.append(
+                        event(
+                            i,
+                            {"reasoning": text},
+                            None,
+                            sent + size,
+                            None if lp is None else lp[: len(think)],
+                        )
+                    )
+                if said:
+                    text = (" " if sent + len(think) > cut else "") + " ".join(said)
+                    out.append(
+                        event(
+                            i,
+                            {"content": text},
+                            None,
+                            sent + size,
+                            None if lp is None else lp[len(think) :],
+                        )
+                    )
+                sent += size
+                async with lock:
+                    await response.write(b"".join(out))
+            async with lock:
+                await response.write(event(i, {}, c.finish_reason, c.tokens))
+
+        tasks: list[asyncio.Task[None]] = []
+        try:
+            await response.prepare(request)
+            await response.write(
+                b"".join(
+                    event(i, {"role": "assistant", "content": ""}, None, 0)
+                    for i in range(len(choices))
+                )
+            )
+            tasks = [asyncio.ensure_future(decode_choice(i, c)) for i, c in enumerate(choices)]
+            await asyncio.gather(*tasks)
+            if usage:
+                total = sum(c.tokens for c in choices)
+                last = {
+                    **head,
+                    "choices": [],
+                    "usage": {
+                        "prompt_tokens": prompt_count,
+                        "completion_tokens": total,
+                        "total_tokens": prompt_count + total,
+                    },
+                }
+                await response.write(b"data: " + json.dumps(last).encode() + b"\n\n")
+            await response.write(b"data: [DONE]\n\n")
+            await response.write_eof()
+        except BaseException:
+            # Disconnected: the slices still decoding are cancelled (their _decode stops them).
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        self.last_response_unix = time.time()
+        return response
+
 
 # ---------------------------------------------------------------------- command line
 
@@ -443,6 +619,12 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--median", type=float, default=60.0, help="median completion tokens")
     parser.add_argument("--sigma", type=float, default=1.0, help="lognormal sigma of lengths")
     parser.add_argument("--max-length", type=int, default=32768, help="longest completion")
+    parser.add_argument(
+        "--stream-chunk-tokens",
+        type=int,
+        default=None,
+        help="stream choices as they decode, this many tokens per event (default: whole choices)",
+    )
     return parser.parse_args(argv)
 
 
@@ -455,6 +637,7 @@ async def _serve(args: argparse.Namespace) -> None:
         host=args.host,
         port=args.port,
         backlog=args.backlog,
+        stream_chunk_tokens=args.stream_chunk_tokens,
     )
     await serve_until_signalled(server)
 
