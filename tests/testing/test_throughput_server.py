@@ -1,4 +1,5 @@
-"""The throughput-bound server: its sharing arithmetic (virtual time) and its HTTP face."""
+"""The throughput-bound server: its length model and its HTTP face (the sharing arithmetic:
+``test_processor_sharing.py``)."""
 
 from __future__ import annotations
 
@@ -17,65 +18,8 @@ import openai
 import pytest
 
 from pacore_graph.testing import LengthModel, ThroughputServer
-from pacore_graph.testing.processor_sharing import ProcessorSharing
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-
-# ----------------------------------------------------------------- processor sharing
-
-
-def test_one_sequence_runs_at_the_per_sequence_cap() -> None:
-    ps = ProcessorSharing(throughput=1000, per_sequence_cap=100)
-    ps.admit(0.0, 50)
-    assert ps.rate() == 100
-    assert ps.next_finish() == pytest.approx(0.5)
-    assert ps.finish_due(0.4) == []
-    assert len(ps.finish_due(0.5)) == 1
-    assert ps.stats(0.5).tokens_generated == 50
-
-
-def test_sequences_share_the_throughput_equally() -> None:
-    ps = ProcessorSharing(throughput=100, per_sequence_cap=1000)
-    short = ps.admit(0.0, 100)
-    long = ps.admit(0.0, 300)
-    assert ps.rate() == 50  # two in flight: half each
-    assert ps.next_finish() == pytest.approx(2.0)
-    assert ps.finish_due(2.0) == [short]
-    assert ps.rate() == 100  # alone now: all of it
-    assert ps.next_finish() == pytest.approx(4.0)  # 200 tokens left at 100/s
-    assert ps.finish_due(4.0) == [long]
-    stats = ps.stats(4.0)
-    # Saturated the whole time: the physical limit tokens/throughput is met exactly.
-    assert stats.tokens_generated == 400
-    assert stats.busy_seconds == pytest.approx(400 / 100)
-    assert stats.peak_in_flight == 2 and stats.completed == 2
-
-
-def test_a_late_arrival_slows_the_sequence_already_running() -> None:
-    ps = ProcessorSharing(throughput=100, per_sequence_cap=1000)
-    first = ps.admit(0.0, 200)
-    ps.admit(1.0, 50)  # first has 100 left; from now on 50/s each
-    assert ps.next_finish() == pytest.approx(2.0)  # the newcomer's 50 tokens
-    ps.finish_due(2.0)
-    assert ps.next_finish() == pytest.approx(2.5)  # first: 50 left at 100/s
-    assert ps.finish_due(2.5) == [first]
-
-
-def test_cancel_counts_the_tokens_decoded_so_far_and_frees_the_share() -> None:
-    ps = ProcessorSharing(throughput=100, per_sequence_cap=1000)
-    doomed = ps.admit(0.0, 1000)
-    other = ps.admit(0.0, 100)
-    ps.cancel(1.0, doomed)  # it got 50 tokens
-    assert ps.rate() == 100
-    assert ps.next_finish() == pytest.approx(1.5)  # other: 50 left at 100/s
-    assert ps.finish_due(1.5) == [other]
-    stats = ps.stats(1.5)
-    assert (stats.cancelled, stats.completed, stats.tokens_generated) == (1, 1, 150)
-
-
-def test_bad_rates_are_refused() -> None:
-    with pytest.raises(ValueError, match="positive"):
-        ProcessorSharing(throughput=0, per_sequence_cap=10)
 
 
 # ----------------------------------------------------------------- lengths
