@@ -13,11 +13,23 @@ as soon as that choice finishes. Token counts: vLLM's
 ``completion_tokens`` on each chunk (exact); else per-delta logprobs or token
 ids are counted (exact); else each text delta counts as one token, which is
 how vLLM streams by default, and the count is marked ``tokens_estimated``.
+
+A ``watch`` may stop a choice before it ends (online DeepConf: its window
+confidence fell below the bar). It is called with each chunk's new
+log-probability entries for that choice; when it says stop, the choice is
+reported at once as a :class:`~pacore_graph.graph.records.Completion` with
+``finish_reason`` :data:`STOPPED` ("dropped"), the text so far and the
+tokens it spent (exact: the running usage or the entries counted), and
+once every choice has finished or been stopped the reader hangs up
+(:attr:`ChoiceStream.abandoned`): the server sees the disconnect and stops
+decoding. One HTTP request is the unit a server can cancel, so a choice is
+cancelled upstream only when it is its request's last one running (online
+DeepConf streams one request per trace for that reason).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +47,14 @@ from pacore_graph.llm.reply_limits import LOGPROB_BYTES_PER_ENTRY, too_large
 from pacore_graph.llm.sampling import SampleOutcome
 from pacore_graph.llm.transport import decode_event
 
-__all__ = ["ChoiceStream"]
+__all__ = ["STOPPED", "ChoiceStream", "ChoiceWatch"]
+
+#: The finish reason of a choice a watch stopped (recorded as a dropped trajectory).
+STOPPED = "dropped"
+
+#: ``watch(index, entries)``: the new log-probability entries of choice ``index``;
+#: True stops that choice now.
+ChoiceWatch = Callable[[int, Sequence[Any]], bool]
 
 
 @dataclass(slots=True)
@@ -52,8 +71,18 @@ class _Choice:
 class ChoiceStream:
     """Collects the chunks of one streamed request; reports each choice when it ends."""
 
-    def __init__(self, n: int, *, model: str | None = None, keep_cap: int | None = None) -> None:
+    def __init__(
+        self,
+        n: int,
+        *,
+        model: str | None = None,
+        keep_cap: int | None = None,
+        watch: ChoiceWatch | None = None,
+    ) -> None:
         self.n = n
+        self.watch = watch
+        self.stopped: set[int] = set()
+        """Choices the watch stopped (also in ``finished``)."""
         self.model = model
         self.keep_cap = keep_cap
         """Most bytes of text and log-probs kept for unfinished choices (see :meth:`feed`)."""
@@ -89,6 +118,7 @@ class ChoiceStream:
                 continue
             self.seen.add(index)
             choice = self._choices.setdefault(index, _Choice())
+            seen = len(choice.logprobs) if choice.logprobs is not None else 0
             self.kept += _take_delta(choice, raw, f"choice {index}")
             if self.keep_cap is not None and self.kept > self.keep_cap:
                 # Many small events add up to more than a whole answer could hold.
@@ -98,10 +128,20 @@ class ChoiceStream:
             if len(choices) == 1 and usage.get("completion_tokens") is not None:
                 choice.usage_tokens = token_count(usage, "completion_tokens")
             finish = text_field(raw, "finish_reason", f"choice {index}")
+            if finish is None and self.watch is not None and choice.logprobs is not None:
+                fresh = choice.logprobs[seen:]
+                if fresh and self.watch(index, fresh):
+                    self.stopped.add(index)
+                    finish = STOPPED
             if finish is not None:
                 self.finished.add(index)
                 out.append((index, self._outcome(index, choice, finish, latency_s)))
         return out
+
+    @property
+    def abandoned(self) -> bool:
+        """Every choice finished or was stopped, and some were stopped: time to hang up."""
+        return bool(self.stopped) and len(self.finished) >= self.n
 
     def unfinished(self) -> list[int]:
         """Choices that have not ended, in index order."""
@@ -109,7 +149,7 @@ class ChoiceStream:
 
     def _outcome(self, index: int, choice: _Choice, finish: str, latency_s: float) -> SampleOutcome:
         del self._choices[index]  # its text now lives in the outcome only
-        if not choice.content and not choice.tool_calls:
+        if not choice.content and not choice.tool_calls and finish != STOPPED:
             # The streamed form of ``content: null``: a failure with its cause, not "".
             return no_content(finish, "".join(choice.reasoning), streamed=True)
         if choice.usage_tokens is not None:

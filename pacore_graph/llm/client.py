@@ -61,7 +61,7 @@ from pacore_graph.llm.chat_reply import (
     parse_chat_choices,
     parse_chat_response,
 )
-from pacore_graph.llm.choice_stream import ChoiceStream
+from pacore_graph.llm.choice_stream import ChoiceStream, ChoiceWatch
 from pacore_graph.llm.credentials import API_KEY_ENV_VARS, resolve_api_key
 from pacore_graph.llm.protocols import ChatClient, DeltaCallback, SampleStreamingClient
 from pacore_graph.llm.reply_checks import (
@@ -319,6 +319,7 @@ class OpenAICompatClient(PerSampleClient):
         params: SamplingParams,
         seed: int | None = None,
         deadline: CallDeadline | None = None,
+        watch: ChoiceWatch | None = None,
     ) -> AsyncGenerator[tuple[int, SampleOutcome], None]:
         """One ``n``-sample request over SSE; ``(index, outcome)`` as each choice finishes.
 
@@ -333,6 +334,11 @@ class OpenAICompatClient(PerSampleClient):
 
         A server that ignores ``n`` (one choice back) gets the missing samples
         asked one per request, each with its own seed, as ``complete_each`` does.
+
+        ``watch`` may stop a choice early from its streamed log-probabilities
+        (see :mod:`~pacore_graph.llm.choice_stream`); once every choice is
+        finished or stopped the response is closed. The one-per-request
+        fallback is not watched.
         """
         if n < 1:
             raise ValueError(f"n must be >= 1, got {n}")
@@ -352,7 +358,7 @@ class OpenAICompatClient(PerSampleClient):
         probing = False  # asking again without continuous usage after a 400
         while True:
             attempt += 1
-            stream = ChoiceStream(n, model=self.model, keep_cap=self._keep_cap(body))
+            stream = ChoiceStream(n, model=self.model, keep_cap=self._keep_cap(body), watch=watch)
             reported = False
             try:
                 if not deadline.allows():
@@ -451,9 +457,9 @@ class OpenAICompatClient(PerSampleClient):
                         latency = time.perf_counter() - started
                         for item in stream.feed(payload, latency_s=latency):
                             yield item
-                        if stream.done:
+                        if stream.done or stream.abandoned:
                             break
-                    complete = True
+                    complete = not stream.abandoned  # a stopped choice: hang up on the rest
                 finally:
                     if not complete:
                         resp.close()  # drop the connection: the server cancels the rest
