@@ -8,10 +8,12 @@ request is sent, with a message that names the field and its allowed range.
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from pacore_graph.settings.fields import SETTINGS, config_field
 from pacore_graph.settings.grammar import MAX_ROUND_WIDTH, check_widths, preset_widths
 from pacore_graph.settings.presets import PRESETS
 
@@ -39,18 +41,12 @@ class SamplingParams(_Frozen):
     trained with those; diversity between explorers comes from sampling.
     """
 
-    temperature: float = Field(1.0, ge=0.0, le=2.0)
-    top_p: float = Field(1.0, gt=0.0, le=1.0)
-    max_tokens: int | None = Field(None, ge=1)
-    timeout: float = Field(600.0, gt=0.0, description="Seconds per HTTP request.")
-    seed: int | None = Field(
-        None,
-        ge=-(2**63),
-        le=2**63 - 1,
-        description="Base seed; explorer i of round r is sent seed + 1000*r + i. A 64-bit "
-        "integer, what OpenAI-compatible servers take.",
-    )
-    logprobs: bool = Field(False, description="Ask the server for token log-probabilities.")
+    temperature: float = config_field("temperature")
+    top_p: float = config_field("top_p")
+    max_tokens: int | None = config_field("max_tokens")
+    timeout: float = config_field("timeout")
+    seed: int | None = config_field("seed")
+    logprobs: bool = config_field("logprobs")
     extra_body: dict[str, Any] = Field(
         default_factory=dict, description="Extra JSON fields for the server (e.g. vLLM's top_k)."
     )
@@ -73,7 +69,7 @@ class RetryPolicy(_Frozen):
     would fail the same way again.
     """
 
-    max_attempts: int = Field(4, ge=1, le=20)
+    max_attempts: int = config_field("retries")
     initial_backoff: float = Field(0.5, ge=0.0, le=60.0)
     max_backoff: float = Field(8.0, ge=0.0, le=600.0)
     multiplier: float = Field(2.0, ge=1.0, le=10.0)
@@ -83,12 +79,7 @@ class RetryPolicy(_Frozen):
     max_retry_after: float = Field(
         60.0, ge=0.0, le=3600.0, description="Longest server Retry-After honoured (seconds)."
     )
-    deadline: float | None = Field(
-        None,
-        gt=0.0,
-        description="Seconds one model call may take in all: its attempts, backoffs and "
-        "n-splits (pacore_graph.llm.call_deadline); None: the per-attempt timeout x max_attempts.",
-    )
+    deadline: float | None = config_field("call_deadline")
 
     def call_seconds(self, timeout: float) -> float:
         """The total deadline of one call whose attempts each time out after ``timeout``."""
@@ -123,25 +114,12 @@ class PaCoReConfig(_Frozen):
     ``[32, 4]`` runs 32, 4, then 1 (see :attr:`schedule`).
     """
 
-    rounds: tuple[int, ...] = Field(PRESETS["low"], min_length=1)
+    rounds: tuple[int, ...] = config_field("rounds", min_length=1)
     sampling: SamplingParams = Field(default_factory=SamplingParams)
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
-    shuffle_seed: int | None = Field(
-        42,
-        description="Seed for shuffling each round's messages before synthesis (order bias); "
-        "None keeps explorer order.",
-    )
-    reference_order: Literal["public", "compacted"] = Field(
-        "public",
-        description="Which previous-round messages a synthesis prompt shows and in what "
-        "order: 'public' is the public pipeline's rule byte for byte (sort all K by raw "
-        "content length, failed calls as empty, shuffle, drop empty content, keep empty "
-        "conclusions); 'compacted' drops failed and empty messages first and sorts the "
-        "compacted messages.",
-    )
-    max_concurrency: int = Field(
-        64, ge=1, le=100_000, description="Model calls (sequences) in flight at most."
-    )
+    shuffle_seed: int | None = config_field("shuffle_seed")
+    reference_order: Literal["public", "compacted"] = config_field("reference_order")
+    max_concurrency: int = config_field("max_concurrency")
     batch_samples: bool = Field(
         True,
         description="Send explorers that share a prompt as one request with n=K "
@@ -218,6 +196,34 @@ class PaCoReConfig(_Frozen):
     def from_preset(cls, name: str, **overrides: Any) -> PaCoReConfig:
         """``low`` = [4], ``medium`` = [16], ``high`` = [32, 4] (the paper's Table 1)."""
         return cls(rounds=preset_widths(name), **overrides)
+
+    def with_settings(self, settings: Mapping[str, Any]) -> PaCoReConfig:
+        """This config with run settings given by flat name applied, validated as a whole.
+
+        The one mapping from the names people type (``temperature``,
+        ``retries``, ``preset``; :data:`~pacore_graph.settings.fields.SETTINGS`)
+        onto the config's fields (``sampling.temperature``,
+        ``retry.max_attempts``, ``rounds``): the CLI, ``PACORE_*`` variables,
+        per-run settings and ``pacore serve`` requests all go through it.
+        Returns ``self`` when nothing is given. Raises ``ValidationError``
+        (located at the config field) or ``ValueError`` for a name that is
+        not a config setting.
+        """
+        if not settings:
+            return self
+        data = self.model_dump()
+        for name, value in settings.items():
+            if name == "preset":
+                name, value = "rounds", preset_widths(value)
+            row = SETTINGS.get(name)
+            if row is None or row.path is None:
+                raise ValueError(f"{name!r} is not a setting of the run's configuration")
+            *parents, leaf = row.path
+            target = data
+            for part in parents:
+                target = target[part]
+            target[leaf] = value
+        return type(self).model_validate(data)
 
     def preset_name(self) -> str | None:
         """The preset these rounds match, if any (for reports and traces)."""

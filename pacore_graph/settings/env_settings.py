@@ -33,7 +33,8 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
-from pacore_graph.settings.config import PaCoReConfig, RetryPolicy, SamplingParams
+from pacore_graph.settings.config import PaCoReConfig
+from pacore_graph.settings.fields import SETTINGS
 from pacore_graph.settings.grammar import split_widths
 from pacore_graph.settings.options import (
     EMBEDDED_MAX_CONCURRENCY,
@@ -51,6 +52,7 @@ from pacore_graph.settings.request_limits import (
     RequestLimitError,
     RequestLimits,
 )
+from pacore_graph.settings.validation import describe
 
 __all__ = ["PaCoReSettings", "format_settings_error", "load_settings"]
 
@@ -183,42 +185,29 @@ class PaCoReSettings(BaseSettings):
         little concurrency) where no value was given; ``extra`` are further
         ``PaCoReConfig`` fields (round control) given by the caller.
         """
-        sampling: dict[str, Any] = {}
-        for key in ("temperature", "top_p", "max_tokens", "timeout", "seed"):
-            value = getattr(self, key)
-            if value is not None:
-                sampling[key] = value
-        if embedded and self.max_tokens is None:
-            sampling["max_tokens"] = EMBEDDED_MAX_TOKENS
-        if self.logprobs:
-            sampling["logprobs"] = True
-        if self.token_ids:
-            sampling["extra_body"] = {"return_token_ids": True}
-        fields: dict[str, Any] = {
-            "rounds": self.round_widths(),
-            "sampling": SamplingParams(**sampling),
+        given: dict[str, Any] = {
+            name: getattr(self, name)
+            for name, row in SETTINGS.items()
+            if row.path is not None and getattr(self, name, None) is not None
         }
-        if self.max_concurrency is not None:
-            fields["max_concurrency"] = self.max_concurrency
-        elif embedded:
-            fields["max_concurrency"] = EMBEDDED_MAX_CONCURRENCY
-        elif default_max_concurrency is not None:
-            fields["max_concurrency"] = default_max_concurrency
-        if self.shuffle_seed is not None:
-            fields["shuffle_seed"] = self.shuffle_seed
-        if self.reference_order is not None:
-            fields["reference_order"] = self.reference_order
-        retry: dict[str, Any] = {}
-        if self.retries is not None:
-            retry["max_attempts"] = self.retries
-        if self.call_deadline is not None:
-            retry["deadline"] = self.call_deadline
-        if retry:
-            fields["retry"] = RetryPolicy(**retry)
+        given["rounds"] = self.round_widths()
+        if not self.logprobs:
+            given.pop("logprobs", None)  # a flag not given: the config's default
+        if embedded and self.max_tokens is None:
+            given["max_tokens"] = EMBEDDED_MAX_TOKENS
+        if self.max_concurrency is None:
+            if embedded:
+                given["max_concurrency"] = EMBEDDED_MAX_CONCURRENCY
+            elif default_max_concurrency is not None:
+                given["max_concurrency"] = default_max_concurrency
+        config = PaCoReConfig().with_settings(given)
+        fields: dict[str, Any] = dict(extra)
+        if self.token_ids:
+            extra_body = {**config.sampling.extra_body, "return_token_ids": True}
+            fields["sampling"] = config.sampling.model_copy(update={"extra_body": extra_body})
         if self.no_batch:
             fields["batch_samples"] = False
-        fields.update(extra)
-        return PaCoReConfig(**fields)
+        return config.model_validate({**config.model_dump(), **fields}) if fields else config
 
 
 @contextmanager
@@ -260,10 +249,4 @@ def load_settings(
 
 def format_settings_error(exc: ValidationError) -> str:
     """One line naming each bad setting by its variable (flags are checked by the parser)."""
-    parts = []
-    for err in exc.errors():
-        if not err["loc"]:  # a check across fields: its message names them
-            parts.append(str(err["msg"]).removeprefix("Value error, "))
-            continue
-        parts.append(f"{env_name(str(err['loc'][0]))}: {err['msg']}")
-    return "invalid settings: " + "; ".join(parts)
+    return describe(exc, label=env_name, prefix="invalid settings: ")

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pacore_graph.otel.exporters import TRACE_KINDS
+from pacore_graph.settings.fields import SETTINGS
 from pacore_graph.settings.grammar import split_widths
-from pacore_graph.settings.presets import PRESETS
 from pacore_graph.settings.request_limits import (
     DEFAULT_MAX_ROUNDS,
     DEFAULT_MAX_SAMPLES_PER_REQUEST,
@@ -66,6 +66,13 @@ def _rounds_arg(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"--{exc}") from None
 
 
+def _shown(value: Any) -> str:
+    """A default as the help states it (round widths as typed: ``4`` or ``32,4``)."""
+    if isinstance(value, tuple):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
 @dataclass(frozen=True)
 class Option:
     """One model option: its flag, type, default and help, and so its ``PACORE_*`` variable.
@@ -84,6 +91,28 @@ class Option:
     repeatable: bool = False  # action="append"
     choices: Sequence[str] | None = None
     metavar: str | None = None
+
+    @classmethod
+    def of(cls, name: str, *, default: Any = None, default_text: str | None = None) -> Option:
+        """The flag of run setting ``name``: help, type, choices and shown default from its row.
+
+        ``default`` is the settings model's (``None``: not given, the
+        config's own default applies, and the help states that one).
+        """
+        row = SETTINGS[name]
+        if row.kind is bool:
+            return cls(name, row.help, flag=True)
+        shown = default_text
+        if shown is None:
+            shown = "unset" if row.default is None else _shown(row.default)
+        return cls(
+            name,
+            row.help,
+            type=None if row.kind is str else row.kind,
+            default=default,
+            default_text=shown,
+            choices=row.choices,
+        )
 
     @property
     def option_string(self) -> str:
@@ -121,22 +150,12 @@ class Option:
         parser.add_argument(self.option_string, **kwargs)
 
 
-_PRESET_TEXT = " ".join(f"{name}={list(PRESETS[name])}" for name in sorted(PRESETS))
+_PUBLIC = "the public pipeline's"
 
 #: The run shape: a preset or explicit round widths (mutually exclusive flags).
 SHAPE_OPTIONS: tuple[Option, ...] = (
-    Option(
-        "preset",
-        f"round widths by name: {_PRESET_TEXT}",
-        choices=sorted(PRESETS),
-        default_text="low, unless --rounds is given",
-    ),
-    Option(
-        "rounds",
-        "round widths K, e.g. 8,2 (a final K=1 round is added)",
-        type=_rounds_arg,
-        default_text="the preset's widths",
-    ),
+    Option.of("preset", default_text="low, unless --rounds is given"),
+    replace(Option.of("rounds", default_text="the preset's widths"), type=_rounds_arg),
 )
 
 #: Options shared by every command that talks to a model, in help order.
@@ -156,69 +175,31 @@ MODEL_OPTIONS: tuple[Option, ...] = (
         "API key sent to the server",
         default_text="$OPENAI_API_KEY, else none",
     ),
-    Option(
-        "compactor",
-        "how a trajectory is compacted for the next round: conclusion | answer | budget:N "
-        "| module:attr",
-        default="conclusion",
-    ),
-    Option(
+    Option.of("compactor", default=SETTINGS["compactor"].default),
+    Option.of(
         "max_concurrency",
-        "model calls in flight at most, shared by all problems",
-        type=int,
-        default_text=f"{EMBEDDED_MAX_CONCURRENCY} on the embedded model, else 64",
+        default_text=f"{EMBEDDED_MAX_CONCURRENCY} on the embedded model, else "
+        f"{SETTINGS['max_concurrency'].default}",
     ),
-    Option(
-        "temperature",
-        "sampling temperature sent with every call",
-        type=float,
-        default_text="1.0, the public pipeline's",
+    Option.of(
+        "temperature", default_text=f"{SETTINGS['temperature'].default}, the public pipeline's"
     ),
-    Option(
-        "top_p",
-        "nucleus sampling top-p sent with every call",
-        type=float,
-        default_text="1.0, the public pipeline's",
+    Option.of("top_p", default_text=f"{SETTINGS['top_p'].default}, the public pipeline's"),
+    Option.of(
+        "max_tokens", default_text=f"{EMBEDDED_MAX_TOKENS} on the embedded model, unset otherwise"
     ),
-    Option(
-        "max_tokens",
-        "completion tokens per call at most",
-        type=int,
-        default_text=f"{EMBEDDED_MAX_TOKENS} on the embedded model, unset otherwise",
-    ),
-    Option("timeout", "seconds per model call", type=float, default_text="600"),
-    Option("seed", "sampling seed sent to the server", type=int),
-    Option(
-        "logprobs",
-        "ask for token log-probabilities (kept in trajectories, for RL export)",
-        flag=True,
-    ),
+    Option.of("timeout"),
+    Option.of("seed"),
+    Option.of("logprobs"),
     Option(
         "token_ids",
         "ask vLLM for completion token ids (return_token_ids), for RL export",
         flag=True,
     ),
-    Option(
-        "shuffle_seed",
-        "seed of the reference shuffle",
-        type=int,
-        default_text="42",
-    ),
-    Option(
-        "reference_order",
-        "synthesis references: 'public' orders them exactly as the public PaCoRe "
-        "pipeline; 'compacted' drops failed/empty messages, then sorts compacted ones",
-        choices=("public", "compacted"),
-        default_text="public",
-    ),
-    Option("retries", "attempts per call", type=int, default_text="4"),
-    Option(
-        "call_deadline",
-        "seconds one model call may take in all: its attempts, backoffs and n-splits "
-        "(--timeout is per attempt)",
-        type=float,
-        default_text="timeout x retries",
-    ),
+    Option.of("shuffle_seed"),
+    Option.of("reference_order"),
+    Option.of("retries"),
+    Option.of("call_deadline", default_text="timeout x retries"),
     Option(
         "max_rounds",
         "cap on configured rounds per request (a final K=1 round is added)",

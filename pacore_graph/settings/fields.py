@@ -1,0 +1,226 @@
+"""The catalogue of a run's settings: each declared once, every surface a view of it.
+
+A run's shape and sampling are one validated model,
+:class:`~pacore_graph.settings.config.PaCoReConfig`. People reach its fields
+from five places: ``pacore`` flags, ``PACORE_*`` variables, a ``pacore
+serve`` request, a served graph's per-run context and an eval method spec.
+Each setting is one :class:`Setting` row here -- its flat name, where it
+lives in the config (``temperature`` is ``sampling.temperature``), its help,
+default and bounds -- and every surface is generated from the rows:
+
+- the config models declare their fields with :func:`config_field`
+  (description, default and bounds from the row);
+- :mod:`~pacore_graph.settings.options` builds the flags (help text and the
+  default it shows) and so the ``PACORE_*`` names;
+- :mod:`~pacore_graph.settings.per_run` builds the graph's context schema and
+  the per-run validator from the rows marked ``per_run``;
+- ``pacore serve`` honours the request fields of the rows marked ``serve``;
+- :func:`~pacore_graph.settings.overrides.apply_settings` is the one mapping
+  from flat names onto a config (and so onto ``SamplingParams``).
+
+Plain data, no pydantic: ``pacore --help`` is built from it without loading
+the models.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pacore_graph.settings.presets import PRESETS
+
+__all__ = ["SETTINGS", "Setting", "config_field", "per_run_names", "serve_names"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Setting:
+    """One run setting: its flat name, its place in the config and how it is checked.
+
+    ``path`` is where it lives in ``PaCoReConfig`` (``None`` for a setting
+    that selects rather than holds a value: ``preset`` picks ``rounds``,
+    ``compactor`` is the builder's). ``kind`` is the type of one value as
+    text is parsed into it (the CLI's ``type``); ``ge``/``gt``/``le`` its
+    bounds; ``per_run`` and ``serve`` say whether a served graph's run and a
+    ``pacore serve`` request may set it.
+    """
+
+    name: str
+    path: tuple[str, ...] | None
+    help: str
+    kind: type = str
+    default: Any = None
+    ge: float | None = None
+    gt: float | None = None
+    le: float | None = None
+    choices: tuple[str, ...] | None = None
+    per_run: bool = False
+    serve: bool = False
+
+    def bounds(self) -> dict[str, Any]:
+        """The bounds as pydantic ``Field`` keywords."""
+        return {
+            k: v for k, v in (("ge", self.ge), ("gt", self.gt), ("le", self.le)) if v is not None
+        }
+
+    def bounds_text(self) -> str:
+        """``in [0.0, 2.0]``-style text for help and errors ('' when unbounded)."""
+        low = f"[{self.ge}" if self.ge is not None else f"({self.gt}" if self.gt is not None else ""
+        if not low:
+            return f"<= {self.le}" if self.le is not None else ""
+        high = f"{self.le}]" if self.le is not None else "inf)"
+        return f"in {low}, {high}"
+
+
+_SEED_BOUND = 2**63
+
+_ROWS = (
+    Setting(
+        name="preset",
+        path=None,
+        help="round widths by name: "
+        + " ".join(f"{name}={list(widths)}" for name, widths in PRESETS.items()),
+        choices=tuple(PRESETS),
+        per_run=True,
+    ),
+    Setting(
+        name="rounds",
+        path=("rounds",),
+        help="round widths K, e.g. 8,2 (a final K=1 round is added)",
+        kind=int,
+        default=PRESETS["low"],
+        per_run=True,
+        serve=True,
+    ),
+    Setting(
+        name="compactor",
+        path=None,
+        help="how a trajectory is compacted for the next round: conclusion | answer | "
+        "budget:N | a registered name (module:attr from the command line only)",
+        default="conclusion",
+        per_run=True,
+        serve=True,
+    ),
+    Setting(
+        name="temperature",
+        path=("sampling", "temperature"),
+        help="sampling temperature sent with every call",
+        kind=float,
+        default=1.0,
+        ge=0.0,
+        le=2.0,
+        per_run=True,
+        serve=True,
+    ),
+    Setting(
+        name="top_p",
+        path=("sampling", "top_p"),
+        help="nucleus sampling top-p sent with every call",
+        kind=float,
+        default=1.0,
+        gt=0.0,
+        le=1.0,
+        per_run=True,
+        serve=True,
+    ),
+    Setting(
+        name="max_tokens",
+        path=("sampling", "max_tokens"),
+        help="completion tokens per call at most (unset: the server's context decides)",
+        kind=int,
+        ge=1,
+        per_run=True,
+        serve=True,
+    ),
+    Setting(
+        name="seed",
+        path=("sampling", "seed"),
+        help="base sampling seed: explorer i of round r is sent seed + 1000*r + i "
+        "(a 64-bit integer)",
+        kind=int,
+        ge=-_SEED_BOUND,
+        le=_SEED_BOUND - 1,
+        per_run=True,
+        serve=True,
+    ),
+    Setting(
+        name="timeout",
+        path=("sampling", "timeout"),
+        help="seconds per model call attempt",
+        kind=float,
+        default=600.0,
+        gt=0.0,
+    ),
+    Setting(
+        name="logprobs",
+        path=("sampling", "logprobs"),
+        help="ask for token log-probabilities (kept in trajectories, for RL export)",
+        kind=bool,
+        default=False,
+    ),
+    Setting(
+        name="retries",
+        path=("retry", "max_attempts"),
+        help="attempts per call (429, 5xx and connection errors are retried)",
+        kind=int,
+        default=4,
+        ge=1,
+        le=20,
+    ),
+    Setting(
+        name="call_deadline",
+        path=("retry", "deadline"),
+        help="seconds one model call may take in all: its attempts, backoffs and n-splits "
+        "(unset: the per-attempt timeout x retries)",
+        kind=float,
+        gt=0.0,
+    ),
+    Setting(
+        name="shuffle_seed",
+        path=("shuffle_seed",),
+        help="seed of the shuffle of each round's messages before synthesis (order bias)",
+        kind=int,
+        default=42,
+    ),
+    Setting(
+        name="reference_order",
+        path=("reference_order",),
+        help="synthesis references: 'public' orders them exactly as the public PaCoRe "
+        "pipeline; 'compacted' drops failed/empty messages, then sorts compacted ones",
+        default="public",
+        choices=("public", "compacted"),
+    ),
+    Setting(
+        name="max_concurrency",
+        path=("max_concurrency",),
+        help="model calls in flight at most, shared by all problems",
+        kind=int,
+        default=64,
+        ge=1,
+        le=100_000,
+    ),
+)
+
+#: Every run setting by flat name, in help order.
+SETTINGS: dict[str, Setting] = {row.name: row for row in _ROWS}
+
+
+def per_run_names() -> tuple[str, ...]:
+    """The settings a served graph's run may set (its context schema)."""
+    return tuple(name for name, row in SETTINGS.items() if row.per_run)
+
+
+def serve_names() -> tuple[str, ...]:
+    """The settings a ``pacore serve`` request may set (besides its model name)."""
+    return tuple(name for name, row in SETTINGS.items() if row.serve)
+
+
+def config_field(name: str, **extra: Any) -> Any:
+    """The pydantic ``Field`` a config model declares for setting ``name``.
+
+    Description, default and bounds come from the row, so the model, the
+    flags' help and the served schemas cannot drift apart.
+    """
+    from pydantic import Field
+
+    row = SETTINGS[name]
+    return Field(row.default, description=row.help, **row.bounds(), **extra)
