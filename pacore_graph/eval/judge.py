@@ -39,7 +39,7 @@ from typing import Any
 from pacore_graph.errors import PaCoReError
 from pacore_graph.eval.grade import Grade, describe_error, ground_truth_answer
 from pacore_graph.eval.judge_cache import CachedVerdict, JudgeCache, verdict_key
-from pacore_graph.eval.judge_rubrics import RUBRICS, Rubric, Verdict
+from pacore_graph.eval.judge_rubrics import RUBRICS, Rubric, Verdict, pass_criterion
 
 __all__ = ["JUDGE_CACHE_FILE", "JudgeCallError", "JudgeGrader", "rubric_for"]
 
@@ -128,13 +128,11 @@ class JudgeGrader:
             ground_truth if isinstance(ground_truth, Mapping) else {"answer": ground_truth}
         )
         rubric = rubric_for(ground_truth, self.rubric)
-        expected = (
-            str(gt.get("target_question", gt.get("TARGET_QUESTION", "")))
-            + " => "
-            + str(gt.get("pass_criteria", gt.get("PASS_CRITERIA", "")))
-            if rubric.name == "multichallenge"
-            else (ground_truth_answer(ground_truth) or "")
-        )
+        if rubric.name == "multichallenge":
+            target = str(gt.get("target_question", gt.get("TARGET_QUESTION", "")))
+            expected = f"{target} => {pass_criterion(gt).upper()}"
+        else:
+            expected = ground_truth_answer(ground_truth) or ""
         prompt = rubric.render(question, response, gt)
         key = verdict_key(rubric.name, self.model, question, expected, response)
         cached = self.cache.get(key)

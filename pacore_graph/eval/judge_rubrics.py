@@ -32,6 +32,7 @@ __all__ = [
     "Verdict",
     "parse_hle_verdict",
     "parse_yes_no_verdict",
+    "pass_criterion",
 ]
 
 Verdict = Literal["yes", "no", "unparsed"]
@@ -167,8 +168,13 @@ def _criterion(gt: Mapping[str, Any]) -> str:
 
 
 def pass_criterion(gt: Mapping[str, Any]) -> Verdict:
-    """The verdict a MultiChallenge response must get: ``yes`` or ``no``."""
-    value = str(gt.get("pass_criteria", gt.get("PASS_CRITERIA", ""))).strip().lower()
+    """The verdict a MultiChallenge response must get: ``yes`` or ``no``.
+
+    Read from ``pass_criteria`` (or the dataset's ``PASS_CRITERIA``), else
+    from ``answer``, where the dataset adapter puts it.
+    """
+    raw = next((gt[k] for k in ("pass_criteria", "PASS_CRITERIA", "answer") if k in gt), "")
+    value = str(raw).strip().lower()
     if value not in ("yes", "no"):
         raise ValueError(f"a MultiChallenge pass criterion is YES or NO, got {value!r}")
     return value  # type: ignore[return-value]

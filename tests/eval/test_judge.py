@@ -130,6 +130,12 @@ def test_multichallenge_passes_when_the_verdict_meets_the_pass_criterion(
     assert grader.grade("RIGHT recipe", yes).score == 1.0
     assert grader.grade("RIGHT recipe", no).score == 0.0  # judge said YES, criterion wants NO
     assert grader.grade("a bad recipe", no).score == 1.0
+    adapter_form = {
+        "answer": "NO",
+        "target_question": "Does it avoid nuts?",
+        "rubric": "multichallenge",
+    }
+    assert grader.grade("RIGHT recipe", adapter_form).score == 0.0  # criterion under "answer"
     mumble = grader.grade("MUMBLE", yes)
     assert (mumble.score, mumble.parsed) == (0.0, False)
     prompt = server.requests[-1].body["messages"][0]["content"]
