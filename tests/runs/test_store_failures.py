@@ -29,7 +29,6 @@ from pg_support import postgres_server
 
 from pacore_graph.runs.checkpoint import RUN_CHECKPOINT_SUFFIX
 from pacore_graph.runs.jsonl import LineSink
-from pacore_graph.runs.store_guard import redact_store
 from pacore_graph.testing import ScriptedServer
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -184,15 +183,6 @@ def test_postgres_down_at_the_start_names_it_without_its_password(
     assert f"postgresql://pacore:***@127.0.0.1:{port}/postgres" in lines[0]
     assert "--checkpoint none" in lines[0]
     assert server.request_count == 0
-
-
-def test_redact_store_hides_passwords_only() -> None:
-    assert redact_store("postgresql://u:pw@h:5/db") == "postgresql://u:***@h:5/db"
-    assert redact_store("postgresql://u@h/db?password=pw&sslmode=require") == (
-        "postgresql://u@h/db?password=***&sslmode=require"
-    )
-    assert redact_store("postgresql://u@h/db") == "postgresql://u@h/db"
-    assert redact_store("/tmp/a.sqlite") == "/tmp/a.sqlite"
 
 
 # --------------------------------------------------------------------------- SQLite
