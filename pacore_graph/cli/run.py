@@ -71,10 +71,13 @@ async def _run(args: argparse.Namespace) -> int:
         if args.input is not None
         else contextlib.nullcontext()
     )
+    from pacore_graph.runs.loop_lag import loop_lag_probe  # no-op unless PACORE_LOOP_LAG_FILE
+
     with holding, _tracing(args) as trace_options:
-        return await _run_with(
-            args, config, compactor, template, records, input_errors, trace_options
-        )
+        async with loop_lag_probe():
+            return await _run_with(
+                args, config, compactor, template, records, input_errors, trace_options
+            )
 
 
 async def _run_with(
