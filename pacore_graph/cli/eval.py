@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 from pacore_graph.cli.common import (
@@ -16,9 +15,9 @@ from pacore_graph.cli.common import (
     _endpoint,
     _output_lock,
     _prepare,
-    _readable_file,
     _tracing,
 )
+from pacore_graph.cli.dataset_arg import check_dataset_arg, load_dataset_arg
 
 __all__ = ["_eval"]
 
@@ -26,7 +25,6 @@ __all__ = ["_eval"]
 async def _eval(args: argparse.Namespace) -> int:
     from pacore_graph.eval.graders import grader_from_name
     from pacore_graph.eval.methods import parse_methods
-    from pacore_graph.runs.runner import read_dataset
 
     if args.samples < 1:
         raise UsageError(f"--samples must be >= 1, got {args.samples}")
@@ -38,14 +36,13 @@ async def _eval(args: argparse.Namespace) -> int:
         grader = grader_from_name(args.grader) if args.grader else None
     except (ValueError, ImportError, TypeError) as exc:
         raise UsageError(f"--grader: {exc}") from None
-    _readable_file(args.dataset, "--dataset")
+    spec = check_dataset_arg(args.dataset, "--dataset")
     if args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out {args.out}: is a file; pacore eval writes a folder there")
     _check_base_urls(args.base_url)
     config, compactor = _prepare(args)
-    records, input_errors = read_dataset(args.dataset)
-    for err in input_errors:
-        print(f"{args.dataset}:{err}", file=sys.stderr)
+    loaded = load_dataset_arg(spec, "--dataset", since=args.since, until=args.until)
+    records, input_errors = loaded.records, loaded.input_errors
     if args.limit is not None:
         records = records[: max(0, args.limit)]
     if not records:

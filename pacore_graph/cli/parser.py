@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Sequence
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -149,14 +150,34 @@ _SETTINGS_EPILOG = (
 )
 
 
+def _day(text: str) -> date:
+    try:
+        return date.fromisoformat(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a date YYYY-MM-DD, got {text!r}") from None
+
+
+def _add_dataset_window_args(p: argparse.ArgumentParser) -> None:
+    for flag, side in (("--since", "on or after"), ("--until", "on or before")):
+        p.add_argument(
+            flag,
+            type=_day,
+            metavar="YYYY-MM-DD",
+            help=f"dated benchmarks (livecodebench): only problems {side} this day "
+            "(default: no limit)",
+        )
+
+
 def _run_args(run: argparse.ArgumentParser) -> None:
     run.add_argument("question", nargs="?", help="the question (omit with --input)")
     run.add_argument("--json", action="store_true", help="print one JSON object")
     run.add_argument(
         "--input",
-        type=Path,
-        help="JSONL dataset of {id, messages, ground_truth?} (default: none: answer QUESTION)",
+        help="a dataset: JSONL of {id, messages, ground_truth?}, a benchmark NAME or NAME:PATH, "
+        "hf:OWNER/NAME[:CONFIG][@SPLIT], or a .parquet/dataset folder (docs/eval.md; "
+        "default: none: answer QUESTION)",
     )
+    _add_dataset_window_args(run)
     run.add_argument(
         "--output",
         type=Path,
@@ -174,7 +195,13 @@ def _run_args(run: argparse.ArgumentParser) -> None:
 
 
 def _eval_args(ev: argparse.ArgumentParser) -> None:
-    ev.add_argument("--dataset", type=Path, required=True, help="JSONL with ground_truth answers")
+    ev.add_argument(
+        "--dataset",
+        required=True,
+        help="JSONL with ground_truth answers, a benchmark NAME (hmmt25, aime25, livecodebench, "
+        "hle, gpqa-diamond, multichallenge) or NAME:PATH, or hf:OWNER/NAME[:CONFIG][@SPLIT]",
+    )
+    _add_dataset_window_args(ev)
     ev.add_argument(
         "--methods",
         default="pacore:low,single,majority:4",

@@ -28,6 +28,7 @@ from pacore_graph.cli.common import (
     _utf8_text,
     _writable_file,
 )
+from pacore_graph.cli.dataset_arg import check_dataset_arg, load_dataset_arg
 
 if TYPE_CHECKING:
     from pacore_graph.graph.records import PaCoReResult
@@ -55,13 +56,12 @@ async def _run(args: argparse.Namespace) -> int:
         _writable_file(args.output, "--output")
     records: list[Any] = []
     input_errors: list[Any] = []
+    if args.input is None and (args.since or args.until):
+        raise UsageError("--since/--until select problems of a dataset: give --input")
     if args.input is not None:
-        from pacore_graph.runs.runner import read_dataset
-
-        _readable_file(args.input, "--input")
-        records, input_errors = read_dataset(args.input)
-        for err in input_errors:
-            print(f"{args.input}:{err}", file=sys.stderr)
+        spec = check_dataset_arg(args.input, "--input")
+        loaded = load_dataset_arg(spec, "--input", since=args.since, until=args.until)
+        records, input_errors = loaded.records, loaded.input_errors
         if not records:
             raise UsageError(f"{args.input}: no usable records")
 
