@@ -193,10 +193,11 @@ class PaCoReResult:
     def final(self) -> Trajectory:
         """The trajectory that gave the answer (the aggregator's choice, if one chose)."""
         chosen = self.extra.get("chosen")
-        if chosen:
-            for t in self.rounds[-1]:
-                if t.id == chosen:
-                    return t
+        if chosen:  # any round: online DeepConf's vote may pick a warm-up trace
+            for rnd in reversed(self.rounds):
+                for t in rnd:
+                    if t.id == chosen:
+                        return t
         return next((t for t in self.rounds[-1] if not t.failed), self.rounds[-1][0])
 
     @property

@@ -4,7 +4,7 @@ Over real HTTP: the scripted server and the throughput server return
 ``logprobs.content`` entries whose DeepConf confidence (``-mean(top-k)``)
 is the responder's ``confidence``, by input; the throughput server can
 stream a choice as it decodes, and a client that hangs up mid-choice stops
-it (its ``cancelled`` counter and ``tokens_generated`` show it).
+it (its ``tokens_generated`` shows it).
 """
 
 from __future__ import annotations
@@ -139,5 +139,4 @@ async def test_hanging_up_on_a_progressive_stream_stops_its_sequence() -> None:
             if stats["in_flight"] == 0:
                 break
             await asyncio.sleep(0.02)
-    assert stats["cancelled"] >= 1
     assert stats["tokens_generated"] < 4000  # the rest was never decoded
