@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -281,53 +280,3 @@ def test_context_overflow_is_a_400_and_the_server_keeps_serving(server: Embedded
     status, answer = _post(server, {"messages": _QUESTION, "max_tokens": 4})
     assert status == 200
     assert answer["choices"][0]["message"]["content"]
-
-
-def test_a_failed_decode_fails_its_requests_and_the_engine_goes_on() -> None:
-    """In-process engine: a step that raises ends the requests in it, not the engine thread."""
-    pytest.importorskip("cyllama")
-    from pacore_graph.embedded import find_default_model
-    from pacore_graph.embedded.engine import BatchEngine, EngineFailure, SamplingSpec
-
-    engine = BatchEngine(
-        find_default_model(), n_ctx=256, max_sequences=2, kv_tokens=512, n_threads=1
-    )
-    real = engine._ctx
-
-    class BrokenContext:
-        def __getattr__(self, name: str) -> Any:
-            return getattr(real, name)
-
-        def decode(self, batch: Any) -> None:
-            raise RuntimeError("decode exploded")
-
-    def ask() -> list[Any]:
-        got: list[Any] = []
-        done = threading.Event()
-
-        def sink(item: Any) -> None:
-            got.append(item)
-            if isinstance(item, EngineFailure) or any(e.finish_reason for e in item):
-                done.set()
-
-        prompt = engine.tokenize("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n")
-        engine.submit(prompt, 1, SamplingSpec(max_new_tokens=4, seed=1), sink)
-        assert done.wait(120)
-        return got
-
-    try:
-        engine._ctx = BrokenContext()
-        failed = ask()
-        engine._ctx = real
-        answered = ask()
-        stats = engine.stats()
-    finally:
-        engine.close()
-
-    assert isinstance(failed[-1], EngineFailure)
-    assert "decode exploded" in failed[-1].message
-    assert not isinstance(answered[-1], EngineFailure)
-    assert answered[-1][-1].finish_reason in ("stop", "length")
-    assert stats.failed_requests == 1
-    assert stats.kv_reserved == 0
-    assert stats.active_sequences == 0

@@ -9,19 +9,8 @@ from typing import Any
 import pytest
 
 from pacore_graph.embedded import DEFAULT_MAX_SEQUENCES
-from pacore_graph.embedded.chat_template import ChatTemplate, ChatTemplateError
-from pacore_graph.embedded.engine import BatchEngine, _Sequence
 from pacore_graph.embedded.protocol import RequestError, parse_request
 from pacore_graph.settings.options import EMBEDDED_MAX_CONCURRENCY
-
-# SmolLM2-135M-Instruct's own template, as its GGUF carries it.
-SMOLLM2_TEMPLATE = (
-    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
-    "{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
-    "Face<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + "
-    "message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}"
-    "{{ '<|im_start|>assistant\n' }}{% endif %}"
-)
 
 _OK: dict[str, Any] = {"messages": [{"role": "user", "content": "hi"}]}
 
@@ -85,45 +74,6 @@ def test_bad_fields_are_one_line_errors_naming_the_parameter(
 def test_a_body_that_is_not_an_object_is_refused() -> None:
     with pytest.raises(RequestError, match="JSON object"):
         parse_request([_OK], max_n=8)
-
-
-def test_the_models_own_template_adds_its_default_system_prompt() -> None:
-    template = ChatTemplate(SMOLLM2_TEMPLATE)
-    prompt = template.render([{"role": "user", "content": "Name a colour."}])
-    assert prompt == (
-        "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
-        "Face<|im_end|>\n<|im_start|>user\nName a colour.<|im_end|>\n<|im_start|>assistant\n"
-    )
-    with_system = template.render(
-        [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}]
-    )
-    assert with_system.startswith("<|im_start|>system\nS<|im_end|>\n")
-
-
-def test_a_template_that_refuses_the_messages_is_a_bad_request() -> None:
-    template = ChatTemplate("{{ raise_exception('roles must alternate') }}")
-    with pytest.raises(ChatTemplateError, match="roles must alternate"):
-        template.render([{"role": "user", "content": "x"}])
-    # Sandboxed: a template cannot reach Python internals.
-    sneaky = ChatTemplate("{{ messages.__class__.__mro__ }}")
-    with pytest.raises(ChatTemplateError):
-        sneaky.render([{"role": "user", "content": "x"}])
-
-
-def _seq(text: str, stop: tuple[str, ...], emitted: int = 0) -> _Sequence:
-    return _Sequence(
-        index=0, slot=0, sampler=None, max_new=10, stop=stop, text=text, emitted=emitted
-    )
-
-
-def test_text_that_may_begin_a_stop_string_is_held_back() -> None:
-    assert BatchEngine._held_back(_seq("Hello wor", ("world",))) == 3
-    assert BatchEngine._held_back(_seq("Hello", ("world",))) == 0
-    assert BatchEngine._held_back(_seq("ab", ("bc", "abx"))) == 2
-    assert BatchEngine._stop_at(_seq("Hello world!", ("world",))) == 6
-    assert BatchEngine._stop_at(_seq("Hello wor", ("world",))) is None
-    # A stop string split over two events is found from before the emitted point.
-    assert BatchEngine._stop_at(_seq("say END now", ("END",), emitted=5)) == 4
 
 
 def test_embedded_runs_never_ask_for_more_sequences_than_the_server_decodes() -> None:

