@@ -48,6 +48,7 @@ from pacore_graph.llm.batching import SampleBatcher, streams_samples
 from pacore_graph.llm.client import ChatClient
 from pacore_graph.otel.spans import RunTracer, TraceOptions
 from pacore_graph.settings.config import PaCoReConfig
+from pacore_graph.settings.per_run import run_context_schema
 from pacore_graph.settings.request_limits import RequestLimits
 
 __all__ = ["ainvoke_pacore", "build_pacore_graph"]
@@ -121,8 +122,9 @@ def build_pacore_graph(
     the parent's saver (register the types there with
     :func:`~pacore_graph.graph.checkpoint_types.pacore_serde`).
 
-    A run may change its shape through ``config["configurable"]`` (see
-    :mod:`pacore_graph.settings.per_run`), within ``limits`` (default
+    A run may change its shape through its LangGraph context
+    (``ainvoke(state, context={"preset": "high"})``; the graph's
+    ``context_schema``, see :mod:`pacore_graph.settings.per_run`), within ``limits`` (default
     :class:`~pacore_graph.settings.request_limits.RequestLimits`: 16 rounds, 4096
     samples, ``max_tokens`` 131072) and choosing its compactor among the
     built-ins and ``compactors`` (a ``{name: compactor}`` mapping or a
@@ -193,7 +195,12 @@ def build_pacore_graph(
         compactors=registry,
         limits=run_limits,
     )
-    builder = StateGraph(PaCoReState, input_schema=PaCoReInput, output_schema=PaCoReOutput)
+    builder = StateGraph(
+        PaCoReState,
+        context_schema=run_context_schema(cfg, compactor if isinstance(compactor, str) else None),
+        input_schema=PaCoReInput,
+        output_schema=PaCoReOutput,
+    )
     builder.add_node("prepare", nodes.prepare)  # fails before any span is opened
     builder.add_node("round", _guarded(nodes, nodes.round_node))
     if isinstance(explorer, GraphExplorer):

@@ -24,6 +24,7 @@ from typing import Any, cast
 
 from langchain_core.messages import AIMessage, BaseMessage, convert_to_openai_messages
 from langchain_core.runnables import RunnableConfig
+from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 from pacore_graph.control.budget import TokenBudget
@@ -60,7 +61,7 @@ from pacore_graph.graph.streaming import (
 )
 from pacore_graph.otel.spans import RunTracer
 from pacore_graph.settings.config import PaCoReConfig
-from pacore_graph.settings.per_run import SettingsError, resolve_settings
+from pacore_graph.settings.per_run import SettingsError, resolve_settings, run_settings_given
 from pacore_graph.settings.request_limits import RequestLimits
 
 __all__ = ["PaCoReNodes", "normalize_conversation"]
@@ -134,14 +135,20 @@ class PaCoReNodes:
 
     # ------------------------------------------------------------------ nodes
 
-    async def prepare(self, state: PaCoReState, config: RunnableConfig) -> dict[str, Any]:
-        """Check the problem and this run's settings; open the run's record (and its span)."""
+    async def prepare(
+        self, state: PaCoReState, config: RunnableConfig, runtime: Runtime[Any] | None = None
+    ) -> dict[str, Any]:
+        """Check the problem and this run's settings; open the run's record (and its span).
+
+        The settings come from the run's context (``runtime.context``); those
+        still sent in ``config["configurable"]`` are read with a deprecation
+        warning.
+        """
         convo = normalize_conversation(state.get("messages") or [])
+        context = runtime.context if runtime is not None else None
+        given, source = run_settings_given(context, config.get("configurable"))
         cfg, compactor = resolve_settings(
-            self.config,
-            config.get("configurable"),
-            limits=self.limits,
-            compactors=self.compactors,
+            self.config, given, limits=self.limits, compactors=self.compactors, source=source
         )
         run_id = uuid.uuid4().hex
         schedule = self._schedule(cfg)

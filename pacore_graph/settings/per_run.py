@@ -1,15 +1,22 @@
-"""Per-run settings from ``config["configurable"]``: one graph, many run shapes.
+"""Per-run settings: one graph, many run shapes, chosen by the caller of each run.
 
 A served graph (``langgraph dev``, LangGraph Platform) is built once, but its
-callers want to choose per request how hard to think::
+callers want to choose per request how hard to think. The settings a run may
+give are the graph's *context* (LangGraph's ``context_schema``, read through
+``Runtime``; ``langgraph dev`` publishes it as the assistant's context
+schema)::
 
-    await graph.ainvoke(state, {"configurable": {"preset": "high"}})
-    await graph.ainvoke(state, {"configurable": {"rounds": [3], "temperature": 0.6}})
+    await graph.ainvoke(state, context={"preset": "high"})
+    await graph.ainvoke(state, context={"rounds": [3], "temperature": 0.6})
 
-:class:`RunSettings` names the keys read (any other ``configurable`` key, such
-as ``thread_id``, is LangGraph's or the caller's and is ignored). They are
-validated like :class:`~pacore_graph.settings.config.PaCoReConfig`: a bad value fails
-that run, before any model call, with a message naming the field. What is
+The keys are the run settings marked ``per_run`` in
+:data:`~pacore_graph.settings.fields.SETTINGS` (:data:`RUN_SETTINGS`); the
+same keys in ``config["configurable"]`` are still read for one release, with
+a ``DeprecationWarning`` (any other ``configurable`` key, such as
+``thread_id``, is LangGraph's or the caller's and is ignored). They are
+validated like :class:`~pacore_graph.settings.config.PaCoReConfig`, through
+:meth:`~pacore_graph.settings.config.PaCoReConfig.with_settings`: a bad value
+fails that run, before any model call, with a message naming the key. What is
 not given keeps the value the graph was built with.
 
 A caller is not trusted with code or with unbounded work:
@@ -24,81 +31,173 @@ A caller is not trusted with code or with unbounded work:
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    create_model,
+    model_validator,
+)
+from typing_extensions import TypedDict
 
 from pacore_graph.errors import PaCoReError
 from pacore_graph.graph.compactor_registry import CompactorRegistry
-from pacore_graph.settings.config import PRESETS, PaCoReConfig, PresetName
+from pacore_graph.settings.config import PRESETS, PaCoReConfig
+from pacore_graph.settings.fields import SETTINGS, per_run_names
 from pacore_graph.settings.request_limits import (
     DEFAULT_MAX_ROUNDS,
     RequestLimitError,
     RequestLimits,
 )
+from pacore_graph.settings.validation import describe
 
-__all__ = ["MAX_RUN_ROUNDS", "RunSettings", "SettingsError", "resolve_settings"]
+__all__ = [
+    "MAX_RUN_ROUNDS",
+    "RUN_SETTINGS",
+    "RunContext",
+    "RunSettings",
+    "SettingsError",
+    "resolve_settings",
+    "run_context_schema",
+    "run_settings_given",
+]
 
 #: Rounds a per-run ``rounds`` may hold by default (``RequestLimits.max_rounds``;
 #: the graph's recursion limit is set from the limits it was built with).
 MAX_RUN_ROUNDS = DEFAULT_MAX_ROUNDS
 #: Longest list a per-run ``rounds`` is even parsed from (any cap is lower).
 _ROUNDS_PARSE_CEILING = 1024
+#: The keys a run may set (its context), in the catalogue's order.
+RUN_SETTINGS = per_run_names()
 
 
 class SettingsError(PaCoReError, ValueError):
-    """A per-run setting in ``config["configurable"]`` is invalid."""
+    """A per-run setting (``context`` or ``config["configurable"]``) is invalid."""
 
 
-class RunSettings(BaseModel):
-    """The ``configurable`` keys a PaCoRe graph reads per run (all optional)."""
+def _annotation(name: str) -> Any:
+    """The type a run's value for ``name`` has: the config field's, optional."""
+    row = SETTINGS[name]
+    if name == "preset":
+        return Literal[tuple(PRESETS)] | None
+    if name == "rounds":
+        return list[int] | None
+    if row.path is None:
+        return str | None
+    model: Any = PaCoReConfig
+    *parents, leaf = row.path
+    for part in parents:
+        model = model.model_fields[part].annotation
+    return model.model_fields[leaf].annotation | None
 
+
+def _field(name: str, default: Any = None) -> Any:
+    row = SETTINGS[name]
+    extra: dict[str, Any] = {}
+    if name == "rounds":
+        extra["max_length"] = _ROUNDS_PARSE_CEILING
+    elif row.path is None and row.choices is None:
+        extra["max_length"] = 200
+    return Field(default, description=row.help, **row.bounds(), **extra)
+
+
+def _graph_value(base: PaCoReConfig, name: str, compactor: str | None) -> Any:
+    """What a run gets for ``name`` when it does not set it: the graph's own value."""
+    if name == "compactor":
+        return compactor
+    if name == "preset":
+        return base.preset_name()
+    value: Any = base
+    for part in SETTINGS[name].path or ():
+        value = getattr(value, part)
+    return list(value) if isinstance(value, tuple) else value
+
+
+class _RunSettingsBase(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
 
-    preset: PresetName | None = Field(None, description="low=[4], medium=[16], high=[32, 4]")
-    rounds: list[int] | None = Field(
-        None,
-        max_length=_ROUNDS_PARSE_CEILING,
-        description="Round widths K, e.g. [8, 2]; a final K=1 round is added.",
-    )
-    compactor: str | None = Field(
-        None,
-        max_length=200,
-        description="conclusion | answer | budget:N | a name the deployment registered",
-    )
-    temperature: float | None = Field(None, ge=0.0, le=2.0)
-    top_p: float | None = Field(None, gt=0.0, le=1.0)
-    max_tokens: int | None = Field(None, ge=1)
-    seed: int | None = Field(None, ge=-(2**63), le=2**63 - 1)
-
     @model_validator(mode="after")
-    def _one_shape(self) -> RunSettings:
-        if self.preset is not None and self.rounds is not None:
+    def _one_shape(self) -> Any:
+        if getattr(self, "preset", None) is not None and getattr(self, "rounds", None) is not None:
             raise ValueError("give either preset or rounds, not both")
         return self
 
-    def is_empty(self) -> bool:
-        return not self.model_fields_set
+
+_FIELDS: dict[str, Any] = {name: (_annotation(name), _field(name)) for name in RUN_SETTINGS}
+
+#: The validator of a run's settings, generated from the catalogue (all optional).
+RunSettings = create_model("RunSettings", __base__=_RunSettingsBase, **_FIELDS)
+RunSettings.__doc__ = "The settings a PaCoRe graph reads per run (all optional)."
+
+# The functional TypedDict form, with keys known only at import time.
+_typed_dict: Any = TypedDict
 
 
-_KEYS = frozenset(RunSettings.model_fields)
+def run_context_schema(base: PaCoReConfig | None = None, compactor: str | None = None) -> Any:
+    """The graph's ``context_schema``: the per-run keys with types, bounds, help and defaults.
+
+    A ``TypedDict``, so LangGraph passes a run's context through as given and
+    the graph validates it (a bad value fails the run naming the key, not
+    inside LangGraph's coercion), while ``langgraph dev`` still publishes it
+    as the assistant's context schema. The defaults shown are the graph's
+    own values (``base``, ``compactor``): what a run gets by not asking.
+    """
+    base = base if base is not None else PaCoReConfig()
+    fields = {
+        name: Annotated[_annotation(name), _field(name, _graph_value(base, name, compactor))]
+        for name in RUN_SETTINGS
+    }
+    schema = _typed_dict("RunContext", fields, total=False)
+    schema.__doc__ = "Per-run settings of a PaCoRe graph (LangGraph context); all optional."
+    return schema
 
 
-def _message(exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors():
-        where = ".".join(str(p) for p in err.get("loc", ())) or "settings"
-        parts.append(f"configurable.{where}: {err.get('msg', 'invalid')}")
-    return "; ".join(parts)
+#: The context schema of a graph built with the default configuration.
+RunContext: Any = run_context_schema(compactor=SETTINGS["compactor"].default)
+
+
+def run_settings_given(
+    context: Any, configurable: Mapping[str, Any] | None
+) -> tuple[dict[str, Any], str]:
+    """The run settings a run gave and where (``context`` or the deprecated ``configurable``).
+
+    A context given as a model or dataclass is read by attribute. Keys in
+    ``configurable`` are honoured (context wins) with a ``DeprecationWarning``.
+    """
+    given: dict[str, Any] = {}
+    source = "context"
+    legacy = {k: v for k, v in (configurable or {}).items() if k in RUN_SETTINGS and v is not None}
+    if legacy:
+        warnings.warn(
+            "run settings in config['configurable'] are deprecated and will be removed in "
+            "pacore-graph 0.3: pass them as context (ainvoke(..., context={...})): "
+            f"{sorted(legacy)}",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        given.update(legacy)
+        source = "configurable"
+    if context is not None:
+        items = context if isinstance(context, Mapping) else vars(context)
+        fresh = {k: v for k, v in items.items() if k in RUN_SETTINGS and v is not None}
+        if fresh:
+            given.update(fresh)
+            source = "context" if not legacy else source
+    return given, source
 
 
 def resolve_settings(
     base: PaCoReConfig,
-    configurable: Mapping[str, Any] | None,
+    given: Mapping[str, Any] | None,
     *,
     limits: RequestLimits | None = None,
     compactors: CompactorRegistry | None = None,
+    source: str = "context",
 ) -> tuple[PaCoReConfig, str | None]:
     """The run's config (``base`` with the given settings applied) and compactor name.
 
@@ -106,39 +205,34 @@ def resolve_settings(
     The rounds and ``max_tokens`` a run asks for are checked against
     ``limits`` and its compactor name against ``compactors`` (default: the
     built-ins only); the graph's own ``base`` is the deployment's and is not
-    re-checked. Raises :class:`SettingsError` naming the field of a bad value.
+    re-checked. Raises :class:`SettingsError` naming ``source.key`` of a bad
+    value.
     """
-    given = {k: v for k, v in (configurable or {}).items() if k in _KEYS and v is not None}
+    given = {k: v for k, v in (given or {}).items() if k in RUN_SETTINGS and v is not None}
     if not given:
         return base, None
+
+    def label(name: str) -> str:
+        return f"{source}.{name}"
+
     try:
         settings = RunSettings.model_validate(given)
-        updates: dict[str, Any] = {}
-        if settings.preset is not None:
-            updates["rounds"] = PRESETS[settings.preset]
-        if settings.rounds is not None:
-            updates["rounds"] = settings.rounds
-        sampling = {
-            k: getattr(settings, k)
-            for k in ("temperature", "top_p", "max_tokens", "seed")
-            if getattr(settings, k) is not None
-        }
-        if sampling:
-            updates["sampling"] = base.sampling.model_copy(update=sampling)
-        config = PaCoReConfig.model_validate({**base.model_dump(), **updates})
+        asked = settings.model_dump(exclude_none=True)
+        compactor = asked.pop("compactor", None)
+        config = base.with_settings(asked)
     except ValidationError as exc:
-        raise SettingsError(_message(exc)) from None
+        raise SettingsError(describe(exc, label=label)) from None
     try:
         (limits or RequestLimits()).check(
-            rounds=config.rounds if "rounds" in updates else None,
-            max_tokens=settings.max_tokens,
+            rounds=config.rounds if {"rounds", "preset"} & set(asked) else None,
+            max_tokens=asked.get("max_tokens"),
         )
     except RequestLimitError as exc:
-        name = "preset" if exc.field == "rounds" and settings.preset is not None else exc.field
-        raise SettingsError(f"configurable.{name}: {exc}") from None
-    if settings.compactor is not None:
+        name = "preset" if exc.field == "rounds" and "preset" in asked else exc.field
+        raise SettingsError(f"{label(name)}: {exc}") from None
+    if compactor is not None:
         try:
-            (compactors or CompactorRegistry()).resolve(settings.compactor)
+            (compactors or CompactorRegistry()).resolve(compactor)
         except ValueError as exc:
-            raise SettingsError(f"configurable.compactor: {exc}") from None
-    return config, settings.compactor
+            raise SettingsError(f"{label('compactor')}: {exc}") from None
+    return config, compactor

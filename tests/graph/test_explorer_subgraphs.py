@@ -150,7 +150,7 @@ async def test_custom_explorer_gets_the_limiter_and_sampling() -> None:
     assert all(t.params is not None for t in seen)
     # Per-run settings reach a custom explorer too.
     seen.clear()
-    await graph.ainvoke(QUESTION, {"configurable": {"temperature": 0.9, "rounds": [2]}})
+    await graph.ainvoke(QUESTION, context={"temperature": 0.9, "rounds": [2]})
     assert {t.params.temperature for t in seen if t.params} == {0.9}
     assert len(seen) == 3
 

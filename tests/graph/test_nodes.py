@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
+from langgraph.runtime import Runtime
 
 from pacore_graph.errors import RoundFailedError
 from pacore_graph.graph.compaction import compactor_from_name
@@ -62,9 +63,10 @@ async def run_round(nodes: PaCoReNodes, state: dict[str, Any]) -> dict[str, Any]
     return state
 
 
-async def started(nodes: PaCoReNodes, question: str, config: Any = None) -> dict[str, Any]:
+async def started(nodes: PaCoReNodes, question: str, context: Any = None) -> dict[str, Any]:
     state: dict[str, Any] = {"messages": [{"role": "user", "content": question}]}
-    state.update(await nodes.prepare(state, config or {}))  # type: ignore[arg-type]
+    runtime = Runtime(context=context)
+    state.update(await nodes.prepare(state, {}, runtime))  # type: ignore[arg-type]
     return state
 
 
@@ -102,7 +104,7 @@ async def test_prepare_opens_the_run_and_keeps_per_run_settings_apart() -> None:
     assert "settings" not in state  # the graph's own shape
     assert nodes.run_schedule(state) == config.schedule
 
-    per_run = await started(nodes, "Q", {"configurable": {"rounds": [3, 2]}})
+    per_run = await started(nodes, "Q", {"rounds": [3, 2]})
     assert per_run["run_id"] != state["run_id"]
     assert nodes.run_schedule(per_run) == PaCoReConfig(rounds=[3, 2]).schedule
 

@@ -104,14 +104,14 @@ async def test_the_operator_caps_what_a_request_may_ask_for() -> None:
             }
         )
         question = {"messages": [{"role": "user", "content": "Q?"}]}
-        with pytest.raises(SettingsError, match=r"configurable\.rounds: 3 rounds"):
-            await graph.ainvoke(question, {"configurable": {"rounds": [1, 1, 1]}})
-        with pytest.raises(SettingsError, match=r"configurable\.max_tokens: .*cap of 64"):
-            await graph.ainvoke(question, {"configurable": {"max_tokens": 65}})
-        with pytest.raises(SettingsError, match=r"configurable\.compactor"):
-            await graph.ainvoke(question, {"configurable": {"compactor": "os:abort"}})
+        with pytest.raises(SettingsError, match=r"context\.rounds: 3 rounds"):
+            await graph.ainvoke(question, context={"rounds": [1, 1, 1]})
+        with pytest.raises(SettingsError, match=r"context\.max_tokens: .*cap of 64"):
+            await graph.ainvoke(question, context={"max_tokens": 65})
+        with pytest.raises(SettingsError, match=r"context\.compactor"):
+            await graph.ainvoke(question, context={"compactor": "os:abort"})
         assert srv.requests == []
-        out = await graph.ainvoke(question, {"configurable": {"rounds": [2, 1], "max_tokens": 64}})
+        out = await graph.ainvoke(question, context={"rounds": [2, 1], "max_tokens": 64})
         assert [len(r) for r in out["result"].rounds] == [2, 1, 1]
     with pytest.raises(ValidationError, match="4097 model calls"):
         served.config_from_env({"PACORE_ROUNDS": "1024,1024,1024,1024"})
