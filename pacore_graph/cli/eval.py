@@ -18,12 +18,12 @@ from pacore_graph.cli.common import (
     _tracing,
 )
 from pacore_graph.cli.dataset_arg import check_dataset_arg, load_dataset_arg
+from pacore_graph.cli.grader_args import eval_graders
 
 __all__ = ["_eval"]
 
 
 async def _eval(args: argparse.Namespace) -> int:
-    from pacore_graph.eval.graders import grader_from_name
     from pacore_graph.eval.methods import parse_methods
 
     if args.samples < 1:
@@ -32,10 +32,7 @@ async def _eval(args: argparse.Namespace) -> int:
         methods = parse_methods(args.methods)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    try:
-        grader = grader_from_name(args.grader) if args.grader else None
-    except (ValueError, ImportError, TypeError) as exc:
-        raise UsageError(f"--grader: {exc}") from None
+    grader, category_graders = eval_graders(args)
     spec = check_dataset_arg(args.dataset, "--dataset")
     if args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out {args.out}: is a file; pacore eval writes a folder there")
@@ -51,19 +48,23 @@ async def _eval(args: argparse.Namespace) -> int:
 
     # One writer per results folder: a second eval on it is refused before any model call.
     with _output_lock(args.out / RESULTS, "--out"):
-        return await _eval_with(args, records, methods, grader, config, compactor, input_errors)
+        return await _eval_with(
+            args, records, methods, (grader, category_graders), config, compactor, input_errors
+        )
 
 
 async def _eval_with(
     args: argparse.Namespace,
     records: list[Any],
     methods: Any,
-    grader: Any,
+    graders: tuple[Any, Any],
     config: Any,
     compactor: Any,
     input_errors: list[Any],
 ) -> int:
     from pacore_graph.eval.harness import run_eval
+
+    grader, category_graders = graders
 
     async with _endpoint(args) as endpoint:
         client = _client(args, endpoint, config)
@@ -80,6 +81,7 @@ async def _eval_with(
                         out_dir=args.out,
                         samples=args.samples,
                         grader=grader,
+                        category_graders=category_graders,
                         compactor=compactor,
                         progress=not args.no_progress,
                         meta={"dataset": str(args.dataset)},

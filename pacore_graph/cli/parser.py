@@ -13,6 +13,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+from pacore_graph.cli.grader_args import add_grader_args
 from pacore_graph.runs.filenames import EVAL_CHECKPOINT_FILE, RUN_CHECKPOINT_SUFFIX
 from pacore_graph.settings.options import (
     MODEL_OPTIONS,
@@ -209,7 +210,8 @@ def _eval_args(ev: argparse.ArgumentParser) -> None:
     )
     ev.add_argument("--samples", type=int, default=1, help="independent runs per problem")
     ev.add_argument("--out", type=Path, required=True, help="output directory (resumable)")
-    ev.add_argument("--grader", help=_GRADER_HELP)
+    ev.add_argument("--grader", help=_GRADER_HELP + "; code | judge (docs/eval.md)")
+    add_grader_args(ev)
     ev.add_argument(
         "--limit", type=int, help="only the first N problems of the dataset (default: all)"
     )

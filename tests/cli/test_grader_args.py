@@ -1,0 +1,121 @@
+"""``pacore eval``'s grader flags: the code grader and the judge from the command line.
+
+Bad combinations are one-line usage errors before any model call; a code
+dataset is graded by running its tests (the results line keeps how many
+passed), a judged one by the judge server, whose verdicts land in the
+``--out`` folder's cache.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pacore_graph.cli import EXIT_OK, EXIT_USAGE, main
+from pacore_graph.eval.code_tests import CODE_TESTS_KEY, CodeTest, CodeTests
+from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
+
+TESTS = CodeTests(tests=(CodeTest("2 3\n", "5\n", "stdin"), CodeTest("4 4\n", "8", "stdin")))
+
+
+def reply(request: ScriptedRequest) -> ScriptedReply:
+    text = request.last_user
+    if text.startswith("Judge whether"):  # the judge, by the response it reads
+        verdict = "yes" if "Paris" in text.split("[response]:")[1] else "no"
+        return ScriptedReply(content=f"extracted_final_answer: x\ncorrect: {verdict}")
+    if "add two numbers" in text:
+        return ScriptedReply(content="```python\nprint(sum(map(int, input().split())))\n```")
+    return ScriptedReply(content="Answer: Paris")
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ScriptedServer]:
+    with ScriptedServer(reply).run_in_thread() as srv:
+        yield srv
+
+
+def write(path: Path, records: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+def code_dataset(tmp_path: Path) -> Path:
+    record = {
+        "id": "add",
+        "messages": [{"role": "user", "content": "Write a program to add two numbers."}],
+        "ground_truth": {CODE_TESTS_KEY: TESTS.to_json()},
+        "category": "code",
+    }
+    return write(tmp_path / "code.jsonl", [record])
+
+
+def one_line_error(capsys: Any) -> str:
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err and err.count("\n") == 0, err
+    assert err.startswith("pacore: error: ")
+    return err
+
+
+def base(server: ScriptedServer) -> list[str]:
+    return ["--base-url", server.base_url, "--model", "scripted", "--no-progress"]
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--grader", "judge"], "--grader judge needs --judge-base-url"),
+        (["--judge-base-url", "http://127.0.0.1:9/v1"], "go together"),
+        (["--judge-base-url", "http://u:p@127.0.0.1:9/v1", "--judge-model", "j"], "user:pass"),
+    ],
+)
+def test_bad_judge_flags_are_one_line_errors(
+    server: ScriptedServer, tmp_path: Path, capsys: Any, flags: list[str], message: str
+) -> None:
+    argv = ["eval", "--dataset", str(code_dataset(tmp_path)), "--out", str(tmp_path / "o")]
+    assert main([*argv, *base(server), *flags]) == EXIT_USAGE
+    assert message in one_line_error(capsys)
+    assert not (tmp_path / "o" / "results.jsonl").exists()  # nothing ran
+
+
+def test_grader_workers_must_be_positive(server: ScriptedServer, tmp_path: Path) -> None:
+    argv = ["eval", "--dataset", str(code_dataset(tmp_path)), "--out", str(tmp_path / "o")]
+    with pytest.raises(SystemExit) as exit_info:
+        main([*argv, *base(server), "--grader-workers", "0"])
+    assert exit_info.value.code == EXIT_USAGE
+
+
+def test_code_records_are_run_against_their_tests(
+    server: ScriptedServer, tmp_path: Path, capsys: Any
+) -> None:
+    out = tmp_path / "out"
+    argv = ["eval", "--dataset", str(code_dataset(tmp_path)), "--out", str(out)]
+    code = main([*argv, "--methods", "single", "--grader-workers", "1", *base(server)])
+    assert code == EXIT_OK, capsys.readouterr().err
+    line = json.loads((out / "results.jsonl").read_text().splitlines()[0])
+    assert line["score"] == 1.0
+    assert line["grade_info"] == {"tests": 2, "ran": 2, "passed": 2}
+
+
+def test_judged_records_go_to_the_judge_and_its_cache(
+    server: ScriptedServer, tmp_path: Path, capsys: Any
+) -> None:
+    record = {
+        "id": "capital",
+        "messages": [{"role": "user", "content": "What is the capital of France?"}],
+        "ground_truth": {"answer": "Paris", "rubric": "hle"},
+        "category": "judge",
+    }
+    data = write(tmp_path / "hle.jsonl", [record])
+    out = tmp_path / "out"
+    judge = ["--judge-base-url", server.base_url, "--judge-model", "judge"]
+    argv = ["eval", "--dataset", str(data), "--out", str(out), "--methods", "single"]
+    assert main([*argv, *base(server), *judge]) == EXIT_OK, capsys.readouterr().err
+    line = json.loads((out / "results.jsonl").read_text().splitlines()[0])
+    assert line["score"] == 1.0
+    assert line["grade_info"]["judge_verdict"] == "yes"
+    assert line["grade_info"]["judge_tokens"] > 0
+    assert len((out / "judge-cache.jsonl").read_text().splitlines()) == 1

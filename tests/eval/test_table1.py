@@ -1,0 +1,181 @@
+"""Table 1 end to end: hub-format fixtures, a scripted model and judge over HTTP, ``table1.md``.
+
+The model's answer depends only on its input: a first-round (or single, or
+majority) call answers HMMT's second problem, the code problem, HLE and
+MultiChallenge wrongly; a synthesis call (its prompt holds "Reference
+Responses:") answers them right; HMMT's first problem is always right. Every
+reply is billed 40 completion tokens, so the effective TTC of each method is
+known: single 40, pacore:low 5 x 40, medium 17 x 40, high 37 x 40, and
+majority voting matched to pacore:low is majority:5. The judge's verdict
+depends only on whether the judged response says RIGHT. So the whole table
+is known in advance, and asserted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hub_fixtures import (
+    hle_row,
+    lcb_row,
+    matharena_row,
+    multichallenge_row,
+    write_jsonl_rows,
+    write_parquet,
+)
+
+from pacore_graph.eval.code_grader import CodeGrader
+from pacore_graph.eval.judge import JudgeGrader
+from pacore_graph.eval.table1 import matched_majority_k, run_table1
+from pacore_graph.llm.client import OpenAICompatClient
+from pacore_graph.settings.config import PaCoReConfig
+from pacore_graph.testing.scripted_server import ScriptedReply, ScriptedRequest, ScriptedServer
+
+RIGHT_CODE = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
+WRONG_CODE = "```python\na, b = map(int, input().split())\nprint(a * b)\n```"
+
+
+def model_reply(request: ScriptedRequest) -> ScriptedReply:
+    text = request.last_user
+    synthesis = "Reference Responses:" in text
+    if "Solve problem sum." in text:
+        content = RIGHT_CODE if synthesis else WRONG_CODE
+    elif "What is 1+1?" in text:
+        content = "\\boxed{2}"
+    elif "What is 2+1?" in text:
+        content = "\\boxed{3}" if synthesis else "\\boxed{5}"
+    else:  # HLE and MultiChallenge: the judge reads RIGHT or WRONG
+        content = "Answer: RIGHT" if synthesis else "Answer: WRONG"
+    return ScriptedReply(content=content, completion_tokens=40)
+
+
+def judge_reply(request: ScriptedRequest) -> ScriptedReply:
+    text = request.last_user
+    if "<MODEL_RESPONSE>" in text:
+        judged = text.split("<MODEL_RESPONSE>")[1].split("</MODEL_RESPONSE>")[0]
+        verdict = "YES" if "RIGHT" in judged else "NO"
+        return ScriptedReply(content=f"Checked the constraint.\n{verdict}", completion_tokens=7)
+    judged = text.split("[response]:")[1].split("Your judgement")[0]
+    correct = "yes" if "RIGHT" in judged else "no"
+    return ScriptedReply(
+        content=f"extracted_final_answer: x\nreasoning: compared\ncorrect: {correct}",
+        completion_tokens=9,
+    )
+
+
+@pytest.fixture(scope="module")
+def servers() -> Iterator[tuple[ScriptedServer, ScriptedServer]]:
+    with (
+        ScriptedServer(model_reply, model="pacore-8b").run_in_thread() as model,
+        ScriptedServer(judge_reply, model="judge").run_in_thread() as judge,
+    ):
+        yield model, judge
+
+
+def fixtures(root: Path) -> dict[str, str]:
+    """One small local copy per benchmark, in the hub's own layout and encodings."""
+    hmmt = write_parquet(
+        [matharena_row(1, "What is 1+1?", "2"), matharena_row(2, "What is 2+1?", "3")],
+        root / "hmmt_feb_2025" / "train.parquet",
+    )
+    sum_tests = [{"input": "5 7\n", "output": "12\n", "testtype": "stdin"}]
+    lcb = write_jsonl_rows(
+        [
+            lcb_row(
+                "sum",
+                public=[{"input": "1 2\n", "output": "3\n", "testtype": "stdin"}],
+                private=sum_tests,
+            )
+        ],
+        root / "code_generation_lite" / "test6.jsonl",
+    )
+    hle = write_parquet(
+        [
+            hle_row("h1", "Name the capital of the answer land.", "Answerville"),
+            hle_row("h2", "What does the picture show?", "a cat", image="data:image/png;base64,AA"),
+        ],
+        root / "hle" / "test.parquet",
+    )
+    conversation = [
+        ("user", "I am allergic to nuts."),
+        ("assistant", "Noted."),
+        ("user", "Now give me a recipe."),
+    ]
+    mc = write_jsonl_rows(
+        [multichallenge_row("mc1", conversation, "Does the recipe avoid nuts?", "YES")],
+        root / "benchmark_questions.jsonl",
+    )
+    return {
+        "hmmt25": f"hmmt25:{hmmt}",
+        "livecodebench": f"livecodebench:{lcb}",
+        "hle": f"hle:{hle}",
+        "multichallenge": f"multichallenge:{mc}",
+    }
+
+
+def test_table1_end_to_end(servers: tuple[ScriptedServer, ScriptedServer], tmp_path: Path) -> None:
+    model, judge_server = servers
+    datasets = fixtures(tmp_path / "data")
+
+    def make_judge(cache: Path) -> JudgeGrader:
+        return JudgeGrader(judge_server.base_url, "judge", cache_path=cache, backoff_s=0.0)
+
+    async def suite() -> Path:
+        client = OpenAICompatClient(model.base_url, "pacore-8b")
+        try:
+            with CodeGrader(workers=2) as code:
+                return await run_table1(
+                    client,
+                    config=PaCoReConfig(),
+                    out_dir=tmp_path / "out",
+                    datasets=datasets,
+                    code_grader=code,
+                    judge=make_judge,
+                )
+        finally:
+            await client.aclose()
+
+    table = asyncio.run(suite()).read_text()
+    rows = {
+        tuple(cell.strip() for cell in line.strip("|").split("|")[:2]): [
+            cell.strip() for cell in line.strip("|").split("|")[2:]
+        ]
+        for line in table.splitlines()
+        if line.startswith("| ") and not line.startswith("| benchmark")
+    }
+    # (problems, ours, interval, TTC, judge tokens, unparsed, failed, paper, paper TTC)
+    hmmt = "HMMT 2025"
+    assert rows[(hmmt, "single")][:4] == ["2", "50.0", "[9.5, 90.5]", "40"]
+    assert rows[(hmmt, "majority:5")][:4] == ["2", "50.0", "[9.5, 90.5]", "200"]
+    assert rows[(hmmt, "pacore:low")][:4] == ["2", "100.0", "[34.2, 100.0]", "200"]
+    assert rows[(hmmt, "pacore:low")][-2:] == ["88.2", "243k"]
+    assert rows[(hmmt, "pacore:medium")][3] == "680"
+    assert rows[(hmmt, "pacore:high")][3] == "1,480"
+    assert rows[(hmmt, "pacore:high")][-2:] == ["94.5", "1,796k"]
+    lcb = "LiveCodeBench 2408-2505"
+    assert rows[(lcb, "single")][1] == "0.0"
+    assert rows[(lcb, "majority:5")][1] == "0.0"
+    assert rows[(lcb, "pacore:high")][1] == "100.0"
+    assert rows[(lcb, "pacore:high")][-2:] == ["78.2", "—"]
+    for title in ("HLE (text)", "MultiChallenge"):
+        assert rows[(title, "single")][:2] == ["1", "0.0"]
+        assert rows[(title, "pacore:low")][:2] == ["1", "100.0"]
+        judge_tokens = rows[(title, "pacore:low")][4]
+        assert judge_tokens not in ("—", "0")  # reported, and apart from the TTC
+        assert rows[(title, "pacore:low")][3] == "200"
+    assert rows[("MultiChallenge", "pacore:high")][-2] == "48.0"
+    assert rows[("HLE (text)", "pacore:high")][-2] == "—"  # not in our reference notes
+    assert "skipped 1" in table and "image" in table  # HLE's image question, counted
+    assert "majority:5 is matched to pacore:low" in table
+
+    # Resumed: nothing runs again, no verdict is asked again, the table is the same.
+    before = (model.request_count, judge_server.request_count)
+    assert asyncio.run(suite()).read_text() == table
+    assert (model.request_count, judge_server.request_count) == before
+
+
+def test_matched_k_needs_both_ttcs() -> None:
+    assert matched_majority_k({}, "pacore:low") is None
