@@ -1,0 +1,121 @@
+"""load_dataset_spec: every form of dataset argument into records, and what is left out."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hub_fixtures import hle_row, matharena_row, seed_hub_cache, write_parquet
+
+from pacore_graph.eval.benchmarks.base import DatasetError
+from pacore_graph.eval.datasets_load import load_dataset_spec
+
+
+def test_our_jsonl_format_is_read_as_before(tmp_path: Path) -> None:
+    path = tmp_path / "d.jsonl"
+    path.write_text(
+        json.dumps({"id": "a", "question": "1+1?", "ground_truth": {"answer": "2"}})
+        + "\nnot json\n",
+        encoding="utf-8",
+    )
+    loaded = load_dataset_spec(str(path))
+    assert [r.id for r in loaded.records] == ["a"]
+    assert [e.line for e in loaded.input_errors] == [2]
+    assert loaded.input_errors[0].reason.startswith("not valid JSON")
+    assert (loaded.source, loaded.benchmark) == (str(path), None)
+    with pytest.raises(DatasetError, match="apply to a dated benchmark only"):
+        from datetime import date
+
+        load_dataset_spec(str(path), since=date(2024, 1, 1))
+
+
+def test_a_hub_format_file_gets_its_benchmark_by_columns(tmp_path: Path) -> None:
+    rows = [hle_row("q1", "Q?", "1"), hle_row("q2", "Pic?", "2", image="data:image/png;base64,AA")]
+    loaded = load_dataset_spec(str(write_parquet(rows, tmp_path / "test-00000.parquet")))
+    assert loaded.benchmark == "hle"
+    assert [r.id for r in loaded.records] == ["q1"] and loaded.skipped == {"image question": 1}
+
+
+def test_other_layouts_take_the_generic_map(tmp_path: Path) -> None:
+    rows = [
+        {"problem": "2+2?", "prompt": None, "answer": 4, "category": None},
+        {"problem": None, "prompt": "3+3?", "answer": 6, "category": "numeric"},
+    ]
+    loaded = load_dataset_spec(str(write_parquet(rows, tmp_path / "g.parquet")))
+    first, second = loaded.records
+    assert (first.id, first.ground_truth, first.messages[0]["content"]) == (
+        "row-1",
+        {"answer": 4},
+        "2+2?",
+    )
+    assert second.raw["category"] == "numeric" and loaded.benchmark is None
+
+
+def test_duplicate_ids_are_a_row_error(tmp_path: Path) -> None:
+    path = write_parquet(
+        [matharena_row(1, "A", "1"), matharena_row(1, "B", "2")], tmp_path / "d.parquet"
+    )
+    with pytest.raises(DatasetError, match=r"row 2 \(id 1\): duplicate id 'hmmt25-1'"):
+        load_dataset_spec(f"hmmt25:{path}")
+
+
+def test_a_row_with_no_problem_text_is_an_error(tmp_path: Path) -> None:
+    path = write_parquet([{"id": "x", "answer": "1"}], tmp_path / "n.parquet")
+    with pytest.raises(DatasetError, match=r"row 1 \(id x\): no 'messages' list"):
+        load_dataset_spec(str(path))
+
+
+_READ = """
+import json, sys
+from pacore_graph.eval.benchmarks.base import DatasetError
+from pacore_graph.eval.datasets_load import load_dataset_spec
+for spec in sys.argv[1:]:
+    try:
+        loaded = load_dataset_spec(spec)
+    except DatasetError as exc:
+        print(json.dumps({"error": str(exc)}))
+    else:
+        print(json.dumps({"ids": [r.id for r in loaded.records], "benchmark": loaded.benchmark,
+                          "source": loaded.source}))
+"""
+
+
+def _read_offline(specs: list[str], cache: Path, home: Path) -> list[dict[str, object]]:
+    """Load each spec in one fresh interpreter: offline, the datasets cache at ``cache``."""
+    env = {
+        **os.environ,
+        "HF_HOME": str(home),
+        "HF_DATASETS_CACHE": str(cache),
+        "HF_DATASETS_OFFLINE": "1",
+        "HF_HUB_OFFLINE": "1",
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", _READ, *specs], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    return [json.loads(line) for line in lines]
+
+
+def test_hub_ids_and_names_load_offline_from_the_cache(tmp_path: Path) -> None:
+    """``hf:OWNER/NAME`` and ``hmmt25`` go through ``datasets.load_dataset``; nothing fetched."""
+    rows = [matharena_row(1, "Compute 1+1.", "2"), matharena_row(2, "Compute 2+2.", "4")]
+    cache = tmp_path / "datasets-cache"
+    seed_hub_cache(rows, "MathArena/hmmt_feb_2025", cache, split="train")
+    by_id, by_name, missing = _read_offline(
+        ["hf:MathArena/hmmt_feb_2025@train", "hmmt25", "hf:nobody/nothing"],
+        cache,
+        tmp_path / "home",
+    )
+    assert by_id == {
+        "ids": ["hmmt25-1", "hmmt25-2"],
+        "benchmark": "hmmt25",
+        "source": "hf:MathArena/hmmt_feb_2025@train",
+    }
+    assert by_name["ids"] == ["hmmt25-1", "hmmt25-2"]
+    error = str(missing["error"])
+    assert error.startswith("hf:nobody/nothing: cannot load (") and "\n" not in error
