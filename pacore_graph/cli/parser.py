@@ -235,7 +235,13 @@ def _swe_args(swe: argparse.ArgumentParser) -> None:
 def _graph_args(graph: argparse.ArgumentParser) -> None:
     graph.add_argument("results", type=Path, help="results.jsonl of pacore run or pacore eval")
     graph.add_argument("--id", required=True, help="the problem id (request_id / problem_id)")
-    graph.add_argument("--out", type=Path, required=True, help="PNG file to write")
+    graph.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="file to write: .html is a self-contained page to click through, "
+        "any other suffix a picture (.png, .svg, .pdf)",
+    )
     graph.add_argument(
         "--method", help="with pacore eval results: which method's run (default: the only one)"
     )
@@ -446,7 +452,12 @@ _COMMANDS: tuple[tuple[str, str, str | None, Callable[[argparse.ArgumentParser],
     ("run", "answer a question, or run a JSONL dataset", _EPILOG, _run_args),
     ("eval", "compare PaCoRe with baselines at matched compute", _EPILOG, _eval_args),
     ("swe", "fix an issue in a repository with parallel tool explorers", None, _swe_args),
-    ("graph", "draw a run's message-passing graph to PNG", None, _graph_args),
+    (
+        "graph",
+        "draw a run's message-passing graph (PNG, or HTML to click through)",
+        None,
+        _graph_args,
+    ),
     ("export-episodes", "turn run/eval results into RL episodes", None, _export_args),
     (
         "trainset",

@@ -9,6 +9,8 @@ One concept per module:
 - :mod:`~pacore_graph.message_graph.lookup`: one run out of a ``results.jsonl``;
 - :mod:`~pacore_graph.message_graph.draw`: the picture (matplotlib, the
   ``eval`` extra, imported only when drawing);
+- :mod:`~pacore_graph.message_graph.viewer`: the run as one self-contained
+  HTML page (click a trajectory, hover an edge);
 - :mod:`~pacore_graph.message_graph.command`: what ``pacore graph`` does.
 
 Grading needs :mod:`pacore_graph.eval`, so this package is a layer above the
@@ -35,23 +37,28 @@ from pacore_graph.message_graph.export import (
     write_graphml,
     write_json,
 )
-from pacore_graph.message_graph.lookup import ResultLookupError, load_result
+from pacore_graph.message_graph.lookup import FoundRun, ResultLookupError, find_run, load_result
+from pacore_graph.message_graph.viewer import message_graph_html, write_message_graph_html
 
 __all__ = [
     "EDGES_KEY",
     "FAILED_COLOR",
     "OTHER_COLOR",
     "EdgeGroup",
+    "FoundRun",
     "ResultLookupError",
     "answer_colors",
     "draw_message_graph",
     "edge_groups",
+    "find_run",
     "from_json",
     "graph_command",
     "load_result",
     "message_graph",
     "message_graph_figure",
+    "message_graph_html",
     "to_json",
     "write_graphml",
     "write_json",
+    "write_message_graph_html",
 ]

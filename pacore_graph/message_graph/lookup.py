@@ -9,6 +9,8 @@ there.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,11 +18,31 @@ from pacore_graph.errors import PaCoReError
 from pacore_graph.graph.records import PaCoReResult
 from pacore_graph.runs.results_file import ResultLine, read_results
 
-__all__ = ["ResultLookupError", "load_result"]
+__all__ = ["FoundRun", "ResultLookupError", "find_run", "load_result"]
 
 
 class ResultLookupError(PaCoReError, LookupError):
     """The requested run is not in the results file, is ambiguous, or failed."""
+
+
+@dataclass(frozen=True, slots=True)
+class FoundRun:
+    """One run of a results file: its result, ground truth and problem (when its line has them)."""
+
+    result: PaCoReResult
+    ground_truth: Any
+    messages: list[dict[str, Any]] | None
+
+
+def _messages(data: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """The problem's messages of a results line (``messages``, else a ``question`` text)."""
+    messages = data.get("messages")
+    if isinstance(messages, list) and all(isinstance(m, Mapping) for m in messages):
+        return [dict(m) for m in messages]
+    for key in ("question", "problem", "prompt"):
+        if isinstance(data.get(key), str):
+            return [{"role": "user", "content": data[key]}]
+    return None
 
 
 def _few(ids: list[str], limit: int = 8) -> str:
@@ -46,6 +68,17 @@ def load_result(
     path: Path, problem_id: str, *, method: str | None = None, sample: int = 0
 ) -> tuple[PaCoReResult, Any]:
     """Find one run in a results file; return its result and its ground truth (or None).
+
+    :func:`find_run` says how the run is found and what is raised.
+    """
+    found = find_run(path, problem_id, method=method, sample=sample)
+    return found.result, found.ground_truth
+
+
+def find_run(
+    path: Path, problem_id: str, *, method: str | None = None, sample: int = 0
+) -> FoundRun:
+    """Find one run in a results file: its result, ground truth and problem messages.
 
     Reads both shapes (:mod:`pacore_graph.runs.results_file`): ``pacore run``
     output (the problem is matched by ``request_id``, ``id`` or
@@ -73,7 +106,7 @@ def load_result(
         result, line = _pick(matches, repr(problem_id))
         if result.problem_id is None:
             result = dataclasses.replace(result, problem_id=problem_id)
-        return result, line.data.get("ground_truth")
+        return FoundRun(result, line.data.get("ground_truth"), _messages(line.data))
 
     for_problem = [line for line in evals if line.problem_id == problem_id]
     if not for_problem:
@@ -105,4 +138,4 @@ def load_result(
     result, line = _pick(chosen, what)
     if result.problem_id is None:
         result = dataclasses.replace(result, problem_id=problem_id)
-    return result, line.data.get("ground_truth")
+    return FoundRun(result, line.data.get("ground_truth"), _messages(line.data))
