@@ -179,3 +179,22 @@ def test_table1_end_to_end(servers: tuple[ScriptedServer, ScriptedServer], tmp_p
 
 def test_matched_k_needs_both_ttcs() -> None:
     assert matched_majority_k({}, "pacore:low") is None
+
+
+def test_the_example_is_the_one_command(
+    servers: tuple[ScriptedServer, ScriptedServer], tmp_path: Path
+) -> None:
+    import subprocess
+    import sys
+
+    model, _judge = servers
+    datasets = fixtures(tmp_path / "data")
+    example = Path(__file__).resolve().parents[2] / "examples" / "reproduce_table1.py"
+    argv = [sys.executable, str(example), "--base-url", model.base_url, "--model", "pacore-8b"]
+    argv += ["--out", str(tmp_path / "out"), "--benchmarks", "hmmt25,hle"]
+    argv += ["--dataset", f"hmmt25={datasets['hmmt25']}"]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    table = (tmp_path / "out" / "table1.md").read_text()
+    assert "| HMMT 2025 | pacore:high | 2 | 100.0 |" in table
+    assert "HLE (text): left out, no judge configured" in table  # never graded by matching
