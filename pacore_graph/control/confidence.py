@@ -38,13 +38,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pacore_graph.graph.aggregation import extract_final_answer
 from pacore_graph.graph.records import Trajectory
 
 __all__ = [
     "DEFAULT_TOP_LOGPROBS",
     "DEFAULT_WINDOW",
+    "ConfidenceConsensus",
     "ConfidenceFilter",
     "WindowConfidence",
+    "confidence_consensus",
     "group_confidences",
     "lowest_group_confidence",
     "most_confident",
@@ -303,3 +306,49 @@ def most_confident(
         return tuple(trajectories)
     kept_ids = {usable[i].id for i in top_share([s for s in scores if s is not None], share)}
     return tuple(t for t in trajectories if t.failed or t.id in kept_ids)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConfidenceConsensus:
+    """How far a round agrees when each vote weighs its confidence (cf. ``Consensus``)."""
+
+    answer: str | None
+    share: float
+    trajectory: Trajectory | None
+    weights: dict[str, float] = field(default_factory=dict)
+
+
+def confidence_consensus(
+    trajectories: Sequence[Trajectory],
+    window: int = DEFAULT_WINDOW,
+    extract: Callable[[str], str | None] = extract_final_answer,
+) -> ConfidenceConsensus:
+    """A round's agreement with each vote weighed by its lowest group confidence.
+
+    For ``--early-stop-consensus`` weighing votes by confidence: the share is
+    the winning answer's confidence over the confidence of every explorer
+    counted (failed calls and answers that cannot be extracted weigh their
+    confidence, or 0 when they have none, against agreement, as they count
+    against it unweighted). None of it applies when a successful trajectory
+    has no log-probabilities: the caller falls back to the plain count.
+    """
+    ordered = sorted(trajectories, key=lambda t: t.index)
+    answers: list[str | None] = []
+    weights: list[float] = []
+    for t in ordered:
+        score = None if t.failed else trajectory_confidence(t, window)
+        if not t.failed and score is None:
+            raise ValueError(f"trajectory {t.id} has no log-probabilities to weigh its vote")
+        answers.append(None if t.failed else extract(t.content))
+        weights.append(score or 0.0)
+    winner, totals = weighted_vote(answers, weights)
+    total = sum(weights)
+    if winner is None or total <= 0:
+        return ConfidenceConsensus(answer=None, share=0.0, trajectory=None)
+    answer = answers[winner] or ""
+    return ConfidenceConsensus(
+        answer=answer,
+        share=totals[answer] / total,
+        trajectory=ordered[winner],
+        weights={a: round(w, 3) for a, w in totals.items()},
+    )

@@ -7,6 +7,7 @@ import pytest
 from pacore_graph.control.confidence import (
     ConfidenceFilter,
     WindowConfidence,
+    confidence_consensus,
     group_confidences,
     lowest_group_confidence,
     most_confident,
@@ -121,3 +122,17 @@ def test_parse_reference_filter() -> None:
     for bad in ("confidence", "length:0.5", "confidence:x", "confidence:1.5"):
         with pytest.raises(ValueError):
             parse_reference_filter(bad)
+
+
+def test_confidence_consensus_weighs_each_vote_by_its_confidence() -> None:
+    def said(index: int, answer: str, conf: float) -> Trajectory:
+        logprobs = {"content": [entry(-conf)] * 2}
+        return Trajectory(round=0, index=index, content=rf"\boxed{{{answer}}}", logprobs=logprobs)
+
+    round_ = [said(0, "7", 1.0), said(1, "7", 1.0), said(2, "4", 3.0), traj(3, None, error="x")]
+    found = confidence_consensus(round_, window=2)
+    # Counted, 7 has two votes of four; weighed, 4 has 3.0 of 5.0.
+    assert found.answer == "4" and found.share == pytest.approx(0.6)
+    assert found.trajectory is round_[2] and found.weights == {"7": 2.0, "4": 3.0}
+    with pytest.raises(ValueError, match="log-probabilities"):
+        confidence_consensus([traj(0, None)])

@@ -230,3 +230,20 @@ async def test_the_result_names_a_chosen_warmup_trace_as_its_final() -> None:
     # 4 weighs 3.0 + 3.0 against 5's 2.5: the winner's first voter is in the warm-up.
     assert result.extra["chosen"] == "r0.0"
     assert result.final.id == "r0.0" and result.final.message == result.answer
+
+
+async def test_online_streams_progress_events_with_the_dropped_traces_tokens() -> None:
+    async with ScriptedServer(online_reply) as srv:
+        client = OpenAICompatClient(srv.base_url, "scripted", api_key="k")
+        graph = build_deepconf_online_graph(client, 8, config=CONFIG, warmup=4, keep=0.5, window=4)
+        events = [
+            e
+            async for e in graph.astream(
+                {"messages": [{"role": "user", "content": QUESTION}]}, stream_mode="custom"
+            )
+        ]
+        await client.aclose()
+    started = [(e["round"], e["width"]) for e in events if e["event"] == "round_started"]
+    assert started == [(0, 4), (1, 4)]
+    later = {e["index"]: e for e in events if e["event"] == "explorer_finished" and e["round"] == 1}
+    assert [later[i]["completion_tokens"] for i in range(4)] == [32, 32, 12, 12]

@@ -242,3 +242,25 @@ def test_rsa_refuses_shapes_that_cannot_run(n: int, k: int, t: int, message: str
     client = OpenAICompatClient("http://127.0.0.1:9/v1", "m", api_key="k")
     with pytest.raises(ValueError, match=message):
         build_rsa_graph(client, n, k, t)
+
+
+async def test_rsa_streams_the_same_progress_events_as_pacore() -> None:
+    async with ScriptedServer(answer_by_input) as srv:
+        client = OpenAICompatClient(srv.base_url, "scripted", api_key="k")
+        graph = build_rsa_graph(client, 3, 2, 2, config=make_config())
+        events = [
+            e
+            async for e in graph.astream(
+                {"messages": [{"role": "user", "content": QUESTION}]}, stream_mode="custom"
+            )
+        ]
+        await client.aclose()
+    kinds = [(e["event"], e["round"]) for e in events if e["event"] != "explorer_finished"]
+    assert kinds == [
+        ("round_started", 0),
+        ("round_compacted", 0),
+        ("round_started", 1),
+        ("round_compacted", 1),
+    ]
+    finished = sorted((e["round"], e["index"]) for e in events if e["event"] == "explorer_finished")
+    assert finished == [(r, i) for r in (0, 1) for i in range(3)]
