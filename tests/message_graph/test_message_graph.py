@@ -31,6 +31,7 @@ from pacore_graph.message_graph import (
     answer_colors,
     draw_message_graph,
     edge_groups,
+    find_run,
     from_json,
     graph_command,
     load_result,
@@ -355,6 +356,22 @@ def test_load_result_from_a_run_file(tmp_path: Path) -> None:
         load_result(path, "zz")
     with pytest.raises(FileNotFoundError, match="no results file"):
         load_result(tmp_path / "missing.jsonl", "p1")
+
+
+def test_find_run_returns_the_problem_the_line_holds(tmp_path: Path) -> None:
+    """The HTML page starts every prompt with the problem: ``messages``, else a question text."""
+    convo = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "6 x 7?"}]
+    path = write_lines(
+        tmp_path / "results.jsonl",
+        [
+            {**run_line("p1", scripted()), "messages": convo},
+            {**run_line("p2", scripted()), "question": "What is 2+2?"},
+            run_line("p3", scripted()),
+        ],
+    )
+    assert find_run(path, "p1").messages == convo
+    assert find_run(path, "p2").messages == [{"role": "user", "content": "What is 2+2?"}]
+    assert find_run(path, "p3").messages is None
 
 
 def test_load_result_from_an_eval_file(tmp_path: Path) -> None:
