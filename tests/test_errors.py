@@ -42,7 +42,7 @@ OUTSIDE_THE_TREE = {
     # ``tools/sandbox`` runs standalone, standard library only: the launcher
     # loads workspace_copy by file path (``python -I -S``), and the package is
     # copied and imported by another user's interpreter that cannot see
-    # pacore_graph (tests/tools/test_sandbox.py::test_started_by_an_ordinary_user).
+    # pacore_graph (tests/tools/sandbox/test_local.py::test_started_by_an_ordinary_user).
     "tools.sandbox.workspace_copy.WorkspaceTooLarge",
     "tools.sandbox.workspace_copy.WorkspaceTooDeep",
     "tools.sandbox.errors.SandboxError",
