@@ -37,7 +37,10 @@ def _located(name: str) -> Path:
 #: Mirrored trees: (the folder's files, its tests' folder). ``lazy`` is the
 #: one top-level module mirrored (at tests/ itself).
 MIRRORED: tuple[tuple[Path, Path], ...] = (
-    *((PACKAGE / folder, TESTS / folder) for folder in ("llm", "runs", "rl", "embedded", "testing")),
+    *(
+        (PACKAGE / folder, TESTS / folder)
+        for folder in ("llm", "runs", "rl", "embedded", "testing")
+    ),
     (_located("pacore_graph.tools"), TESTS / "tools"),
 )
 TOP_LEVEL = ("lazy",)
@@ -75,7 +78,7 @@ def mirrored_modules() -> dict[str, tuple[Path, Path]]:
 
 
 def expected_test_file(module: Path, test_dir: Path, shared: Counter[str]) -> Path:
-    """The test file a module must have: ``test_<module>.py``, parent-qualified if its name is shared."""
+    """The test file a module must have: ``test_<module>.py``, parent-qualified if shared."""
     if shared[module.stem] > 1:
         return test_dir / f"test_{module.parent.name}_{module.stem}.py"
     return test_dir / f"test_{module.stem}.py"
