@@ -19,6 +19,7 @@ from pacore_graph.cli.common import (
 )
 from pacore_graph.cli.dataset_arg import check_dataset_arg, load_dataset_arg
 from pacore_graph.cli.grader_args import eval_graders
+from pacore_graph.cli.suite import run_suite
 
 __all__ = ["_eval"]
 
@@ -33,6 +34,10 @@ async def _eval(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     grader, category_graders = eval_graders(args)
+    if args.suite:
+        return await run_suite(args, category_graders)
+    if not args.dataset:
+        raise UsageError("--dataset is required (or --suite table1)")
     spec = check_dataset_arg(args.dataset, "--dataset")
     if args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out {args.out}: is a file; pacore eval writes a folder there")

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pacore_graph.cli.grader_args import add_grader_args
+from pacore_graph.cli.suite import add_suite_args
 from pacore_graph.runs.filenames import EVAL_CHECKPOINT_FILE, RUN_CHECKPOINT_SUFFIX
 from pacore_graph.settings.options import (
     MODEL_OPTIONS,
@@ -198,9 +199,9 @@ def _run_args(run: argparse.ArgumentParser) -> None:
 def _eval_args(ev: argparse.ArgumentParser) -> None:
     ev.add_argument(
         "--dataset",
-        required=True,
-        help="JSONL with ground_truth answers, a benchmark NAME (hmmt25, aime25, livecodebench, "
-        "hle, gpqa-diamond, multichallenge) or NAME:PATH, or hf:OWNER/NAME[:CONFIG][@SPLIT]",
+        help="(required unless --suite) JSONL with ground_truth answers, a benchmark NAME "
+        "(hmmt25, aime25, livecodebench, hle, gpqa-diamond, multichallenge) or NAME:PATH, "
+        "or hf:OWNER/NAME[:CONFIG][@SPLIT]",
     )
     _add_dataset_window_args(ev)
     ev.add_argument(
@@ -212,6 +213,7 @@ def _eval_args(ev: argparse.ArgumentParser) -> None:
     ev.add_argument("--out", type=Path, required=True, help="output directory (resumable)")
     ev.add_argument("--grader", help=_GRADER_HELP + "; code | judge (docs/eval.md)")
     add_grader_args(ev)
+    add_suite_args(ev)
     ev.add_argument(
         "--limit", type=int, help="only the first N problems of the dataset (default: all)"
     )

@@ -110,6 +110,20 @@ class JudgeGrader:
         self._api_key = api_key
         self.cache = JudgeCache(cache_path)
 
+    def with_cache(self, cache_path: str | Path | None) -> JudgeGrader:
+        """The same judge with its verdicts cached in ``cache_path`` (one per eval folder)."""
+        return JudgeGrader(
+            self.base_url,
+            self.model,
+            api_key=self._api_key,
+            rubric=self.rubric,
+            cache_path=cache_path,
+            attempts=self.attempts,
+            timeout_s=self.timeout_s,
+            backoff_s=self.backoff_s,
+            max_tokens=self.max_tokens,
+        )
+
     def grade(self, response: str, ground_truth: Any, problem: str | None = None) -> Grade:
         try:
             return self._grade(response, ground_truth, problem or "")

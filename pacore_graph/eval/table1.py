@@ -246,6 +246,7 @@ async def run_table1(
     code_grader: Grader | None = None,
     judge: Callable[[Path], Grader] | None = None,
     progress: bool = False,
+    compactor: Any = "conclusion",
     load: Callable[..., Any] | None = None,
 ) -> Path:
     """Run the suite into ``out_dir`` and write ``out_dir/table1.md``; return its path.
@@ -299,6 +300,7 @@ async def run_table1(
             "samples": samples,
             "category_graders": graders,
             "progress": progress,
+            "compactor": compactor,
             "meta": {"dataset": spec, "suite": "table1"},
         }
         first = await run_eval(records, parse_methods(",".join(methods)), client, **common)

@@ -18,52 +18,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hub_fixtures import (
-    hle_row,
-    lcb_row,
-    matharena_row,
-    multichallenge_row,
-    write_jsonl_rows,
-    write_parquet,
-)
+from table1_support import fixtures, judge_reply, model_reply, parse_table
 
 from pacore_graph.eval.code_grader import CodeGrader
 from pacore_graph.eval.judge import JudgeGrader
 from pacore_graph.eval.table1 import matched_majority_k, run_table1
 from pacore_graph.llm.client import OpenAICompatClient
 from pacore_graph.settings.config import PaCoReConfig
-from pacore_graph.testing.scripted_server import ScriptedReply, ScriptedRequest, ScriptedServer
-
-RIGHT_CODE = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
-WRONG_CODE = "```python\na, b = map(int, input().split())\nprint(a * b)\n```"
-
-
-def model_reply(request: ScriptedRequest) -> ScriptedReply:
-    text = request.last_user
-    synthesis = "Reference Responses:" in text
-    if "Solve problem sum." in text:
-        content = RIGHT_CODE if synthesis else WRONG_CODE
-    elif "What is 1+1?" in text:
-        content = "\\boxed{2}"
-    elif "What is 2+1?" in text:
-        content = "\\boxed{3}" if synthesis else "\\boxed{5}"
-    else:  # HLE and MultiChallenge: the judge reads RIGHT or WRONG
-        content = "Answer: RIGHT" if synthesis else "Answer: WRONG"
-    return ScriptedReply(content=content, completion_tokens=40)
-
-
-def judge_reply(request: ScriptedRequest) -> ScriptedReply:
-    text = request.last_user
-    if "<MODEL_RESPONSE>" in text:
-        judged = text.split("<MODEL_RESPONSE>")[1].split("</MODEL_RESPONSE>")[0]
-        verdict = "YES" if "RIGHT" in judged else "NO"
-        return ScriptedReply(content=f"Checked the constraint.\n{verdict}", completion_tokens=7)
-    judged = text.split("[response]:")[1].split("Your judgement")[0]
-    correct = "yes" if "RIGHT" in judged else "no"
-    return ScriptedReply(
-        content=f"extracted_final_answer: x\nreasoning: compared\ncorrect: {correct}",
-        completion_tokens=9,
-    )
+from pacore_graph.testing.scripted_server import ScriptedServer
 
 
 @pytest.fixture(scope="module")
@@ -73,47 +35,6 @@ def servers() -> Iterator[tuple[ScriptedServer, ScriptedServer]]:
         ScriptedServer(judge_reply, model="judge").run_in_thread() as judge,
     ):
         yield model, judge
-
-
-def fixtures(root: Path) -> dict[str, str]:
-    """One small local copy per benchmark, in the hub's own layout and encodings."""
-    hmmt = write_parquet(
-        [matharena_row(1, "What is 1+1?", "2"), matharena_row(2, "What is 2+1?", "3")],
-        root / "hmmt_feb_2025" / "train.parquet",
-    )
-    sum_tests = [{"input": "5 7\n", "output": "12\n", "testtype": "stdin"}]
-    lcb = write_jsonl_rows(
-        [
-            lcb_row(
-                "sum",
-                public=[{"input": "1 2\n", "output": "3\n", "testtype": "stdin"}],
-                private=sum_tests,
-            )
-        ],
-        root / "code_generation_lite" / "test6.jsonl",
-    )
-    hle = write_parquet(
-        [
-            hle_row("h1", "Name the capital of the answer land.", "Answerville"),
-            hle_row("h2", "What does the picture show?", "a cat", image="data:image/png;base64,AA"),
-        ],
-        root / "hle" / "test.parquet",
-    )
-    conversation = [
-        ("user", "I am allergic to nuts."),
-        ("assistant", "Noted."),
-        ("user", "Now give me a recipe."),
-    ]
-    mc = write_jsonl_rows(
-        [multichallenge_row("mc1", conversation, "Does the recipe avoid nuts?", "YES")],
-        root / "benchmark_questions.jsonl",
-    )
-    return {
-        "hmmt25": f"hmmt25:{hmmt}",
-        "livecodebench": f"livecodebench:{lcb}",
-        "hle": f"hle:{hle}",
-        "multichallenge": f"multichallenge:{mc}",
-    }
 
 
 def test_table1_end_to_end(servers: tuple[ScriptedServer, ScriptedServer], tmp_path: Path) -> None:
@@ -139,13 +60,7 @@ def test_table1_end_to_end(servers: tuple[ScriptedServer, ScriptedServer], tmp_p
             await client.aclose()
 
     table = asyncio.run(suite()).read_text()
-    rows = {
-        tuple(cell.strip() for cell in line.strip("|").split("|")[:2]): [
-            cell.strip() for cell in line.strip("|").split("|")[2:]
-        ]
-        for line in table.splitlines()
-        if line.startswith("| ") and not line.startswith("| benchmark")
-    }
+    rows = parse_table(table)
     # (problems, ours, interval, TTC, judge tokens, unparsed, failed, paper, paper TTC)
     hmmt = "HMMT 2025"
     assert rows[(hmmt, "single")][:4] == ["2", "50.0", "[9.5, 90.5]", "40"]
