@@ -17,10 +17,10 @@ defaults suited to a server:
 - ``PACORE_MAX_ROUNDS`` (16), ``PACORE_MAX_SAMPLES_PER_REQUEST`` (4096),
   ``PACORE_MAX_TOKENS_CAP`` (131072): the caps on what one request may ask for
 
-Each request may change the run's shape through ``config.configurable``:
-``preset``, ``rounds``, ``compactor``, ``temperature``, ``top_p``,
-``max_tokens``, ``seed`` (see :mod:`pacore_graph.settings.per_run`), within those
-caps; its ``compactor`` is a built-in name (``conclusion``, ``answer``,
+Each request may change the run's shape through its context (the graph's
+``context_schema``, published by ``langgraph dev``): ``preset``, ``rounds``,
+``compactor``, ``temperature``, ``top_p``, ``max_tokens``, ``seed`` (see
+:mod:`pacore_graph.settings.per_run`), within those caps; its ``compactor`` is a built-in name (``conclusion``, ``answer``,
 ``budget:N``), never a ``module:attr`` (``PACORE_COMPACTOR``, the operator's,
 may be one). The assistant publishes the graph's input and output schemas.
 """

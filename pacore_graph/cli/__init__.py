@@ -66,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     terminate = Termination()  # SIGTERM stops run/eval as Ctrl-C does
     try:
-        _resolve_settings(args)
+        args = _resolve_settings(args)
         if args.command in ("run", "eval"):
             from pacore_graph.control.gc_tuning import fan_out_gc
 

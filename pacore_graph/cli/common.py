@@ -135,12 +135,13 @@ def _config(args: argparse.Namespace, embedded: bool) -> PaCoReConfig:
     return settings.to_config(embedded=embedded, **extra)
 
 
-def _resolve_settings(args: argparse.Namespace) -> None:
-    """Resolve this command's model options (flag > ``PACORE_*`` > default) onto ``args``.
+def _resolve_settings(args: argparse.Namespace) -> argparse.Namespace:
+    """This command's arguments with its model options resolved (flag > ``PACORE_*`` > default).
 
-    Afterwards ``args.settings`` is the :class:`PaCoReSettings` and every
-    option the command lists holds its resolved value, so the command code
-    reads ``args.max_tokens`` whether it came from a flag or the environment.
+    Returns a new namespace (the parser's is left as parsed): ``settings`` is
+    the :class:`PaCoReSettings` and every option the command lists holds its
+    resolved value, so the command code reads ``args.max_tokens`` whether it
+    came from a flag or the environment.
     """
     from pydantic import ValidationError
 
@@ -148,22 +149,22 @@ def _resolve_settings(args: argparse.Namespace) -> None:
 
     fields: tuple[str, ...] = getattr(args, "settings_fields", ())
     if not fields:
-        return
+        return args
     try:
         settings = load_settings({name: getattr(args, name) for name in fields}, only=fields)
     except ValidationError as exc:
         raise UsageError(format_settings_error(exc)) from None
-    for name in fields:
-        setattr(args, name, getattr(settings, name))
-    args.settings = settings
+    resolved = {name: getattr(settings, name) for name in fields}
+    return argparse.Namespace(**{**vars(args), **resolved, "settings": settings})
 
 
 def _format_validation(exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors():
-        where = ".".join(str(p) for p in err["loc"]) or "config"
-        parts.append(f"{where}: {err['msg']}")
-    return "invalid configuration: " + "; ".join(parts)
+    """One line naming each bad setting by its flag (the one formatter, flag labels)."""
+    from pacore_graph.settings.validation import describe
+
+    return describe(
+        exc, label=lambda name: "--" + name.replace("_", "-"), prefix="invalid configuration: "
+    )
 
 
 @dataclass

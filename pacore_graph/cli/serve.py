@@ -24,7 +24,7 @@ def _serve(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from pacore_graph.graph.compaction import compactor_from_name
-    from pacore_graph.settings.config import RetryPolicy, SamplingParams
+    from pacore_graph.settings.config import PaCoReConfig
 
     try:
         from pacore_graph.serve import API_KEY_ENV_VAR, ServeSettings, serve
@@ -33,14 +33,15 @@ def _serve(args: argparse.Namespace) -> int:
         raise UsageError(
             f"pacore serve needs the serve extra (pip install 'pacore-graph[serve]'): {exc}"
         ) from None
-    sampling: dict[str, Any] = {}
-    for key in ("temperature", "top_p", "max_tokens", "timeout"):
-        value = getattr(args, key)
-        if value is not None:
-            sampling[key] = value
+    given: dict[str, Any] = {
+        key: getattr(args, key)
+        for key in ("temperature", "top_p", "max_tokens", "timeout", "retries", "call_deadline")
+        if getattr(args, key) is not None
+    }
     api_key = args.api_key or os.environ.get(API_KEY_ENV_VAR) or None
     try:
         compactor_from_name(args.compactor)
+        base = PaCoReConfig().with_settings(given)
         settings = ServeSettings(
             upstreams=tuple(args.upstream),
             model=args.model,
@@ -49,11 +50,8 @@ def _serve(args: argparse.Namespace) -> int:
             max_concurrency=args.max_concurrency,
             max_samples_in_flight=args.max_samples_in_flight,
             compactor=args.compactor,
-            sampling=SamplingParams(**sampling),
-            retry=RetryPolicy(
-                **({"max_attempts": args.retries} if args.retries else {}),
-                **({"deadline": args.call_deadline} if args.call_deadline else {}),
-            ),
+            sampling=base.sampling,
+            retry=base.retry,
             limits=args.settings.limits(),
             max_body_bytes=args.max_body_bytes,
             max_connections=args.max_connections,

@@ -3,8 +3,10 @@
 Built on FastAPI/Starlette like vLLM's OpenAI-compatible server, served by
 uvicorn (see :mod:`pacore_graph.serve.server`). Each request runs the same
 compiled graph the library builds (:func:`~pacore_graph.build_pacore_graph`),
-one per distinct (rounds, compactor, sampling) and cached, all sharing one
-upstream client and one limit on samples in flight.
+built once with the server's settings; a request's own settings (its model
+name's rounds, ``temperature``, ``compactor`` ...) are that run's LangGraph
+context, as for any caller of the graph. All runs share one upstream client
+and one limit on samples in flight.
 
 Lifecycle rules a client can rely on:
 
@@ -33,7 +35,6 @@ import contextlib
 import hmac
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from dataclasses import asdict
 from typing import Any
@@ -62,7 +63,6 @@ from pacore_graph.serve.protocol import (
 )
 from pacore_graph.serve.settings import ServeSettings
 from pacore_graph.serve.streaming import ProgressTranslator, StreamChunks, sse, sse_done
-from pacore_graph.settings.config import PaCoReConfig
 from pacore_graph.settings.grammar import LISTED_MODELS
 
 __all__ = ["ServeState", "create_app"]
@@ -72,7 +72,7 @@ _log = logging.getLogger("pacore_graph.serve")
 
 
 class ServeState:
-    """The server's shared parts: client, graph cache, run admission, drain flag."""
+    """The server's shared parts: client, graph, run admission, drain flag."""
 
     def __init__(self, settings: ServeSettings, client: ChatClient | None = None) -> None:
         self.settings = settings
@@ -84,38 +84,23 @@ class ServeState:
             retry=settings.retry,
         )
         self.limiter = SequenceLimiter(settings.max_samples_in_flight)
-        self._graphs: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+        #: The server's own configuration: what a request's settings apply to.
+        self.graph_config = settings.config()
+        #: The one graph every request runs, with the request's settings as its context.
+        self.graph = build_pacore_graph(
+            self.client,
+            config=self.graph_config,
+            compactor=settings.compactor,
+            limiter=self.limiter,
+            compactors=settings.compactors,
+            limits=settings.limits,
+        )
         self.active = 0
         self.draining = False
         self.started = int(time.time())
         #: Runs started and runs cancelled by a client disconnect (for tests and logs).
         self.runs_started = 0
         self.runs_cancelled = 0
-
-    def graph_for(self, request: RunRequest) -> Any:
-        key = request.graph_key()
-        graph = self._graphs.get(key)
-        if graph is None:
-            config = PaCoReConfig(
-                rounds=request.rounds,
-                sampling=request.sampling,
-                retry=self.settings.retry,
-                max_concurrency=self.settings.max_samples_in_flight,
-            )
-            graph = build_pacore_graph(
-                self.client,
-                config=config,
-                compactor=request.compactor,
-                limiter=self.limiter,
-                compactors=self.settings.compactors,
-                limits=self.settings.limits,
-            )
-            self._graphs[key] = graph
-            while len(self._graphs) > self.settings.graph_cache_size:
-                self._graphs.popitem(last=False)
-        else:
-            self._graphs.move_to_end(key)
-        return graph
 
     def admit(self) -> None:
         if self.draining:
@@ -270,15 +255,11 @@ def create_app(settings: ServeSettings, *, client: ChatClient | None = None) -> 
         body = decode_json(raw, max_depth=settings.max_json_depth)
         run = parse_request(
             body,
-            default_sampling=settings.sampling,
-            default_compactor=settings.compactor,
+            defaults=state.graph_config,
             limits=settings.limits,
             compactors=settings.compactors,
         )
-        try:
-            graph = state.graph_for(run)
-        except (ValueError, TypeError) as exc:
-            raise APIError(400, str(exc)) from None
+        graph = state.graph
         state.admit()
         inputs = {"messages": list(run.messages)}
         if run.stream:
@@ -296,7 +277,7 @@ async def _complete(
 ) -> dict[str, Any]:
     """Run to the end, or cancel the run when the client goes away first."""
     id_ = completion_id()
-    task = asyncio.ensure_future(graph.ainvoke(inputs))
+    task = asyncio.ensure_future(graph.ainvoke(inputs, context=dict(run.settings)))
     watch = asyncio.ensure_future(_wait_disconnect(request))
     try:
         await asyncio.wait({task, watch}, return_when=asyncio.FIRST_COMPLETED)
@@ -326,7 +307,8 @@ async def _stream(
 
     async def pump() -> None:
         try:
-            async for mode, payload in graph.astream(inputs, stream_mode=_STREAM_MODES):
+            stream = graph.astream(inputs, stream_mode=_STREAM_MODES, context=dict(run.settings))
+            async for mode, payload in stream:
                 queue.put_nowait(("item", (mode, payload)))
             queue.put_nowait(("end", None))
         except asyncio.CancelledError:

@@ -34,9 +34,11 @@ from pacore_graph.graph.compactor_registry import CompactorRegistry
 from pacore_graph.graph.nodes import normalize_conversation
 from pacore_graph.graph.records import PaCoReResult
 from pacore_graph.serve.errors import APIError
-from pacore_graph.settings.config import SamplingParams
+from pacore_graph.settings.config import PaCoReConfig
+from pacore_graph.settings.fields import SETTINGS, serve_names
 from pacore_graph.settings.grammar import parse_model_name, rounds_from
 from pacore_graph.settings.request_limits import RequestLimitError, RequestLimits
+from pacore_graph.settings.validation import first_setting
 
 __all__ = [
     "RunRequest",
@@ -46,22 +48,12 @@ __all__ = [
     "usage_body",
 ]
 
+#: Request fields that are run settings (the catalogue's ``serve`` rows).
+_SETTINGS = serve_names()
+#: The fields honoured: the run settings and the protocol's own.
 _HONOURED = frozenset(
-    {
-        "model",
-        "messages",
-        "temperature",
-        "top_p",
-        "max_tokens",
-        "max_completion_tokens",
-        "seed",
-        "stream",
-        "stream_options",
-        "rounds",
-        "compactor",
-        "user",
-        "n",
-    }
+    {*_SETTINGS, "model", "messages", "max_completion_tokens", "stream", "stream_options"}
+    | {"user", "n"}
 )
 #: Fields accepted only with these neutral values.
 _NEUTRAL: dict[str, tuple[Any, ...]] = {
@@ -85,19 +77,20 @@ _NEUTRAL: dict[str, tuple[Any, ...]] = {
 
 @dataclass(frozen=True, slots=True)
 class RunRequest:
-    """A validated request: what to run and how to answer."""
+    """A validated request: what to run and how to answer.
+
+    ``settings`` are the run settings the request gives (flat names, with
+    ``rounds`` from the model name when the body has none): the server's one
+    graph runs with them as its context. ``rounds`` are the configured
+    widths the run will have.
+    """
 
     model: str
     messages: tuple[dict[str, Any], ...]
     rounds: tuple[int, ...]
-    compactor: str
-    sampling: SamplingParams
+    settings: Mapping[str, Any]
     stream: bool
     include_usage: bool
-
-    def graph_key(self) -> tuple[Any, ...]:
-        """Requests with equal keys share one compiled graph."""
-        return (self.rounds, self.compactor, self.sampling.model_dump_json())
 
 
 def _bad(message: str, param: str | None = None) -> APIError:
@@ -143,17 +136,20 @@ def _within(limits: RequestLimits, param: str, **asked: Any) -> None:
 def parse_request(
     body: Any,
     *,
-    default_sampling: SamplingParams,
-    default_compactor: str,
+    defaults: PaCoReConfig | None = None,
     limits: RequestLimits | None = None,
     compactors: CompactorRegistry | None = None,
 ) -> RunRequest:
     """Validate a decoded JSON body; :class:`APIError` (400) names the first problem.
 
+    The run settings in it are checked as the graph will check them:
+    applied to ``defaults`` (the server's configuration) through
+    :meth:`~pacore_graph.settings.config.PaCoReConfig.with_settings`;
     ``limits`` caps rounds, samples and ``max_tokens`` (default caps when
-    None); ``compactors`` are the names a request may choose (built-ins when
+    None), ``compactors`` are the names a request may choose (built-ins when
     None).
     """
+    defaults = defaults if defaults is not None else PaCoReConfig()
     limits = limits if limits is not None else RequestLimits()
     compactors = compactors if compactors is not None else CompactorRegistry()
     if not isinstance(body, dict):
@@ -207,34 +203,36 @@ def parse_request(
     if options is not None and not stream:
         raise _bad("'stream_options' is only allowed with stream: true", "stream_options")
 
-    sampling: dict[str, Any] = default_sampling.model_dump()
-    for key, kind in (("temperature", float), ("top_p", float), ("seed", int)):
+    settings: dict[str, Any] = {"rounds": rounds}
+    for key in _SETTINGS:
+        kind = SETTINGS[key].kind
+        if key in settings or kind not in (int, float):
+            continue  # rounds: above; compactor: below
         value = _number(body, key, kind)
         if value is not None:
-            sampling[key] = value
+            settings[key] = value
     token_field = "max_completion_tokens"
     max_tokens = _number(body, token_field, int)
     if max_tokens is None:
         token_field = "max_tokens"
         max_tokens = _number(body, token_field, int)
+    settings.pop("max_tokens", None)
     if max_tokens is not None:
         _within(limits, token_field, max_tokens=max_tokens)
-        sampling["max_tokens"] = max_tokens
+        settings["max_tokens"] = max_tokens
     try:
-        params = SamplingParams(**sampling)
+        defaults.with_settings(settings)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
-        raise _bad(f"'{where}': {err['msg']}", where) from None
-    compactor = default_compactor
+        name, message = first_setting(exc)
+        param = token_field if name == "max_tokens" else name
+        raise _bad(f"'{param}': {message}", param) from None
     if body.get("compactor") is not None:
-        compactor = _compactor(body["compactor"], compactors)
+        settings["compactor"] = _compactor(body["compactor"], compactors)
     return RunRequest(
         model=model,
         messages=tuple(messages),
         rounds=rounds,
-        compactor=compactor,
-        sampling=params,
+        settings=settings,
         stream=bool(stream),
         include_usage=include_usage,
     )

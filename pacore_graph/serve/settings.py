@@ -6,7 +6,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 
 from pacore_graph.graph.compactor_registry import CompactorRegistry
-from pacore_graph.settings.config import RetryPolicy, SamplingParams
+from pacore_graph.settings.config import PaCoReConfig, RetryPolicy, SamplingParams
 from pacore_graph.settings.request_limits import RequestLimitError, RequestLimits
 
 __all__ = [
@@ -80,7 +80,6 @@ class ServeSettings:
     sampling: SamplingParams = field(default_factory=SamplingParams)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     retry_after_s: int = 1
-    graph_cache_size: int = 64
     limits: RequestLimits = field(default_factory=RequestLimits)
     compactors: CompactorRegistry = field(default_factory=CompactorRegistry)
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
@@ -103,8 +102,8 @@ class ServeSettings:
             raise ValueError(f"--max-concurrency must be >= 1, got {self.max_concurrency}")
         if not 1 <= self.max_samples_in_flight <= 100_000:
             raise ValueError("--max-samples-in-flight must be in [1, 100000]")
-        if self.retry_after_s < 0 or self.graph_cache_size < 1:
-            raise ValueError("retry_after_s must be >= 0 and graph_cache_size >= 1")
+        if self.retry_after_s < 0:
+            raise ValueError("retry_after_s must be >= 0")
         if not 1024 <= self.max_body_bytes <= 1024**3:
             raise ValueError(
                 f"--max-body-bytes must be in [1024, 1 GiB], got {self.max_body_bytes}"
@@ -120,3 +119,9 @@ class ServeSettings:
             self.limits.check(max_tokens=self.sampling.max_tokens)
         except RequestLimitError as exc:
             raise ValueError(f"--max-tokens: {exc}") from None
+
+    def config(self) -> PaCoReConfig:
+        """The configuration the server's graph is built with (requests' settings apply to it)."""
+        return PaCoReConfig(
+            sampling=self.sampling, retry=self.retry, max_concurrency=self.max_samples_in_flight
+        )

@@ -169,26 +169,27 @@ def run_settings_given(
     A context given as a model or dataclass is read by attribute. Keys in
     ``configurable`` are honoured (context wins) with a ``DeprecationWarning``.
     """
-    given: dict[str, Any] = {}
-    source = "context"
-    legacy = {k: v for k, v in (configurable or {}).items() if k in RUN_SETTINGS and v is not None}
-    if legacy:
-        warnings.warn(
-            "run settings in config['configurable'] are deprecated and will be removed in "
-            "pacore-graph 0.3: pass them as context (ainvoke(..., context={...})): "
-            f"{sorted(legacy)}",
-            DeprecationWarning,
-            stacklevel=3,
-        )
-        given.update(legacy)
-        source = "configurable"
+    fresh: dict[str, Any] = {}
     if context is not None:
         items = context if isinstance(context, Mapping) else vars(context)
         fresh = {k: v for k, v in items.items() if k in RUN_SETTINGS and v is not None}
-        if fresh:
-            given.update(fresh)
-            source = "context" if not legacy else source
-    return given, source
+    # A server may mirror the context into configurable (langgraph-api does): only
+    # keys the context does not carry are the caller's old way of passing them.
+    legacy = {
+        k: v
+        for k, v in (configurable or {}).items()
+        if k in RUN_SETTINGS and v is not None and k not in fresh
+    }
+    if not legacy:
+        return fresh, "context"
+    warnings.warn(
+        "run settings in config['configurable'] are deprecated and will be removed in "
+        "pacore-graph 0.3: pass them as context (ainvoke(..., context={...})): "
+        f"{sorted(legacy)}",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return {**legacy, **fresh}, "configurable"
 
 
 def resolve_settings(

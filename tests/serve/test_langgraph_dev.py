@@ -2,7 +2,7 @@
 
 The LangGraph CLI's in-memory server runs as a subprocess on loopback,
 pointed (through ``PACORE_*`` variables) at the scripted model server. A run
-with ``config={"configurable": {"rounds": [3]}}`` must reach the upstream as
+with ``context={"rounds": [3]}`` must reach the upstream as
 3 samples then 1, the assistant must publish input and output schemas (the
 form LangGraph Studio draws), and the server log must not warn about
 unregistered checkpoint types.
@@ -26,6 +26,9 @@ from typing import Any
 
 import pytest
 
+from pacore_graph.settings.fields import SETTINGS
+from pacore_graph.settings.per_run import RUN_SETTINGS
+from pacore_graph.settings.presets import PRESETS
 from pacore_graph.testing import ScriptedServer
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -122,6 +125,17 @@ def test_served_graph_takes_rounds_per_request_and_publishes_schemas(
     assert "messages" in schemas["input_schema"]["properties"]
     assert schemas["output_schema"] is not None
     assert {"answer", "result"} <= set(schemas["output_schema"]["properties"])
+    # The per-run settings, discoverable: the catalogue's keys with help, bounds and the
+    # served graph's own values as defaults.
+    context = schemas["context_schema"]["properties"]
+    assert tuple(context) == RUN_SETTINGS
+    assert all(context[name]["description"] == SETTINGS[name].help for name in RUN_SETTINGS)
+    assert context["rounds"]["default"] == list(PRESETS["low"])
+    top_p = next(t for t in context["top_p"]["anyOf"] if t.get("type") == "number")
+    assert (top_p["exclusiveMinimum"], top_p["maximum"]) == (
+        SETTINGS["top_p"].gt,
+        SETTINGS["top_p"].le,
+    )
 
     thread = _call(f"{base}/threads", {})
     out = _call(
@@ -129,13 +143,26 @@ def test_served_graph_takes_rounds_per_request_and_publishes_schemas(
         {
             "assistant_id": "pacore",
             "input": {"messages": [{"role": "user", "content": "What is 2 + 2?"}]},
-            "config": {"configurable": {"rounds": [3]}},
+            "context": {"rounds": [3]},
         },
         timeout=120,
     )
     assert out["answer"]
     samples = [int(r.body.get("n", 1)) for r in upstream.requests]
     assert samples == [3, 1]
+    # The deprecated configurable still reaches the run (for one release).
+    upstream.requests.clear()
+    legacy = _call(f"{base}/threads", {})
+    _call(
+        f"{base}/threads/{legacy['thread_id']}/runs/wait",
+        {
+            "assistant_id": "pacore",
+            "input": {"messages": [{"role": "user", "content": "What is 3 + 3?"}]},
+            "config": {"configurable": {"rounds": [2]}},
+        },
+        timeout=120,
+    )
+    assert [int(r.body.get("n", 1)) for r in upstream.requests] == [2, 1]
     # Read the thread's checkpointed state back (it holds PaCoRe's records).
     state = _call(f"{base}/threads/{thread['thread_id']}/state")
     assert state["values"]["answer"] == out["answer"]
@@ -155,18 +182,20 @@ def test_a_request_cannot_import_code_on_the_served_graph(
                 {
                     "assistant_id": "pacore",
                     "input": {"messages": [{"role": "user", "content": "What is 2 + 2?"}]},
-                    "config": {"configurable": {"compactor": spec}},
+                    "context": {"compactor": spec},
                 },
                 timeout=60,
             )
             text = json.dumps(out)
         except urllib.error.HTTPError as exc:
             text = exc.read().decode(errors="replace")
-        assert "configurable.compactor" in text and "not offered" in text, text[-2000:]
+        assert "context.compactor" in text and "not offered" in text, text[-2000:]
         assert _call(f"{base}/ok", timeout=10)  # alive, its event loop not frozen
+    # Sent the deprecated way: langgraph-api copies configurable into the run's context,
+    # so the graph reads (and names) them as context.
     for configurable, field in (
-        ({"rounds": [1024] * 16}, "configurable.rounds"),
-        ({"max_tokens": 10**9}, "configurable.max_tokens"),
+        ({"rounds": [1024] * 16}, "context.rounds"),
+        ({"max_tokens": 10**9}, "context.max_tokens"),
     ):
         thread = _call(f"{base}/threads", {})
         try:
@@ -195,7 +224,7 @@ def test_a_request_cannot_import_code_on_the_served_graph(
         {
             "assistant_id": "pacore",
             "input": {"messages": [{"role": "user", "content": "What is 2 + 2?"}]},
-            "config": {"configurable": {"rounds": [2], "compactor": "answer"}},
+            "context": {"rounds": [2], "compactor": "answer"},
         },
         timeout=120,
     )

@@ -103,9 +103,10 @@ def test_serve_reads_the_sampling_variables_but_not_the_others(
     monkeypatch.setenv("PACORE_MODEL", "not-serves-model")
     monkeypatch.setenv("PACORE_PRESET", "bogus")
     args = build_parser().parse_args(["serve", "--upstream", "http://h:1/v1", "--model", "up"])
-    _resolve_settings(args)
-    assert args.temperature == 0.25 and args.model == "up"
-    assert args.compactor == "conclusion"
+    resolved = _resolve_settings(args)
+    assert resolved.temperature == 0.25 and resolved.model == "up"
+    assert resolved.compactor == "conclusion"
+    assert args.temperature is None  # the parser's namespace is left as parsed
 
 
 def test_unrelated_pacore_variables_are_ignored() -> None:
