@@ -189,8 +189,10 @@ class CodeGrader:
     per-test limit (LiveCodeBench's 6 s by default). ``limits`` replaces
     :func:`default_code_limits`. ``stop_at_first_failure`` (default,
     LiveCodeBench's rule) skips the remaining tests once one fails; with
-    False every test runs, so ``info["passed"]`` is the pass rate's numerator
-    (the RL reward the paper found finer-grained).
+    False every test runs, so ``info["passed"]`` is the pass rate's numerator.
+    ``partial_credit`` runs every test and scores the pass rate itself: the
+    RL reward the paper found finer-grained than pass/fail (give
+    ``CodeGrader(partial_credit=True)`` to the RL rewards; evals keep 0/1).
 
     The sandbox starts on first use and is shared by every call; the grader
     is safe to call from many threads at once.
@@ -205,6 +207,7 @@ class CodeGrader:
         time_limit_s: float | None = None,
         limits: SandboxLimits | None = None,
         stop_at_first_failure: bool = True,
+        partial_credit: bool = False,
         sandbox: LocalSandbox | None = None,
     ) -> None:
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
@@ -214,7 +217,8 @@ class CodeGrader:
         self.workers = workers
         self.time_limit_s = float(time_limit_s) if time_limit_s is not None else None
         self.limits = limits if limits is not None else default_code_limits()
-        self.stop_at_first_failure = stop_at_first_failure
+        self.partial_credit = partial_credit
+        self.stop_at_first_failure = stop_at_first_failure and not partial_credit
         self._slots = threading.BoundedSemaphore(workers)
         self._lock = threading.Lock()
         self._sandbox = sandbox
@@ -288,8 +292,9 @@ class CodeGrader:
             )
         else:
             detail = f"passed {total}/{total} tests"
+        score = passed / total if self.partial_credit else float(passed == total)
         return Grade(
-            1.0 if passed == total else 0.0,
+            score,
             True,
             extracted=code[:4000],
             expected=f"{total} tests",

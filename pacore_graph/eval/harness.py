@@ -131,6 +131,17 @@ def _error_line(
     }
 
 
+def _judge_meta(lines: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The judge's tokens over the graded runs, reported apart from every method's TTC."""
+    infos = [line.get("grade_info") for line in lines]
+    tokens = [
+        int(i["judge_tokens"]) for i in infos if isinstance(i, Mapping) and "judge_tokens" in i
+    ]
+    if not tokens:
+        return {}
+    return {"judge_tokens": f"{sum(tokens)} over {len(tokens)} verdicts (not in effective TTC)"}
+
+
 async def run_eval(
     records: Sequence[DatasetRecord],
     methods: Sequence[MethodSpec],
@@ -274,6 +285,7 @@ async def run_eval(
         "compactor": compactor if isinstance(compactor, str) else compactor.name,
         "max_tokens": config.sampling.max_tokens,
         "temperature": config.sampling.temperature,
+        **_judge_meta(lines),
         **(meta or {}),
     }
     json_path, md_path = write_report(out_dir, stats, report_meta)

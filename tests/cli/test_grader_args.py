@@ -119,3 +119,5 @@ def test_judged_records_go_to_the_judge_and_its_cache(
     assert line["grade_info"]["judge_verdict"] == "yes"
     assert line["grade_info"]["judge_tokens"] > 0
     assert len((out / "judge-cache.jsonl").read_text().splitlines()) == 1
+    report = json.loads((out / "report.json").read_text())
+    assert report["judge_tokens"].endswith("over 1 verdicts (not in effective TTC)")

@@ -118,6 +118,14 @@ def test_stops_at_the_first_failure_unless_asked_for_the_pass_rate() -> None:
     assert every.info is not None and (every.info["ran"], every.info["passed"]) == (3, 2)
 
 
+def test_partial_credit_scores_the_pass_rate() -> None:
+    code = "a, b = map(int, input().split())\nprint(a + b if a != 1 else 0)"
+    with CodeGrader(workers=2, partial_credit=True) as rl:
+        grade = rl.grade(fenced(code), SUM_TRUTH)
+    assert grade.score == pytest.approx(2 / 3)
+    assert grade.info is not None and grade.info["ran"] == 3
+
+
 # --------------------------------------------------------------------------- hostile solutions
 
 
@@ -247,3 +255,19 @@ def test_code_is_a_name_and_the_grader_for_code_records() -> None:
 def test_workers_must_be_positive() -> None:
     with pytest.raises(ValueError, match="workers"):
         CodeGrader(workers=0)
+
+
+def test_rl_rewards_run_code_for_category_code() -> None:
+    from pacore_graph.rl.rewards import PaCoReReward
+
+    reward = PaCoReReward()
+    right, wrong = fenced(RIGHT_SUM), fenced("print(0)")
+    truths = [json.dumps(SUM_TRUTH)] * 2
+    assert reward(completions=[right, wrong], ground_truth=truths, category=["code"] * 2) == [
+        1.0,
+        0.0,
+    ]
+    with CodeGrader(partial_credit=True) as rate:
+        code = "a, b = map(int, input().split())\nprint(a + b if a != 1 else 0)"
+        scores = PaCoReReward(grader=rate)(completions=[fenced(code)], ground_truth=truths[:1])
+    assert scores == [pytest.approx(2 / 3)]
