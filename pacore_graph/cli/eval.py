@@ -17,7 +17,7 @@ from pacore_graph.cli.common import (
     _prepare,
     _tracing,
 )
-from pacore_graph.cli.dataset_arg import check_dataset_arg, load_dataset_arg
+from pacore_graph.cli.dataset_arg import check_dataset_arg, dataset_meta, load_dataset_arg
 from pacore_graph.cli.grader_args import eval_graders
 from pacore_graph.cli.suite import run_suite
 
@@ -54,7 +54,14 @@ async def _eval(args: argparse.Namespace) -> int:
     # One writer per results folder: a second eval on it is refused before any model call.
     with _output_lock(args.out / RESULTS, "--out"):
         return await _eval_with(
-            args, records, methods, (grader, category_graders), config, compactor, input_errors
+            args,
+            records,
+            methods,
+            (grader, category_graders),
+            config,
+            compactor,
+            input_errors,
+            meta=dataset_meta(loaded),
         )
 
 
@@ -66,6 +73,7 @@ async def _eval_with(
     config: Any,
     compactor: Any,
     input_errors: list[Any],
+    meta: dict[str, Any] | None = None,
 ) -> int:
     from pacore_graph.eval.harness import run_eval
 
@@ -89,7 +97,7 @@ async def _eval_with(
                         category_graders=category_graders,
                         compactor=compactor,
                         progress=not args.no_progress,
-                        meta={"dataset": str(args.dataset)},
+                        meta=meta or {"dataset": str(args.dataset)},
                         tracing=trace_options,
                         checkpointer=saver,
                     )

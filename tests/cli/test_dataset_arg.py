@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hub_fixtures import lcb_row, matharena_row, write_parquet
+from hub_fixtures import hle_row, lcb_row, matharena_row, write_parquet
 
 from pacore_graph.cli import main
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
@@ -65,6 +65,23 @@ def test_eval_on_a_named_benchmark_copy(
     assert sorted(line["problem_id"] for line in lines) == [f"hmmt25-{i}" for i in range(1, 5)]
     assert {line["category"] for line in lines} == {"math"}
     assert report["dataset"] == f"hmmt25:{path}"
+
+
+def test_the_report_counts_what_the_benchmark_left_out(
+    server: ScriptedServer, tmp_path: Path, capsys: Any
+) -> None:
+    rows = [
+        hle_row("t1", "Compute 3+4.", "7"),
+        hle_row("i1", "Compute 1+1 from the figure.", "2", image="data:image/png;base64,AA"),
+    ]
+    path = write_parquet(rows, tmp_path / "hle.parquet")
+    out = tmp_path / "eval"
+    argv = ["eval", "--dataset", f"hle:{path}", "--methods", "single", "--grader", "exact"]
+    assert main([*argv, "--out", str(out), *base(server)]) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert (report["benchmark"], report["skipped"]) == ("hle", {"image question": 1})
+    assert report["methods"]["single"]["accuracy"] == 1.0
+    assert f"{path}: skipped 1 image question(s)" in capsys.readouterr().err
 
 
 def test_run_on_livecodebench_within_dates(
