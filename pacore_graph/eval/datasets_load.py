@@ -133,6 +133,12 @@ def _sources(spec: DatasetSpec, benchmark: Benchmark | None) -> list[RowSource]:
         assert spec.repo is not None
         return [hub_source(HubDataset(spec.repo, spec.config, spec.split), wanted)]
     if spec.path is not None:
+        if benchmark is not None and isinstance(benchmark.hub, HubFiles) and spec.path.is_dir():
+            # a clone of the repository: its data files, not its loading script
+            files = [spec.path / name for name in benchmark.hub.files]
+            present = [f for f in files if f.is_file()]
+            if present:
+                return [local_source(f, wanted) for f in present]
         return [local_source(spec.path, wanted, spec.split, repo_folder=spec.kind == "benchmark")]
     assert benchmark is not None
     if isinstance(benchmark.hub, HubFiles):

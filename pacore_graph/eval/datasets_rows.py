@@ -56,6 +56,8 @@ class RowSource:
 
 def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
+    if "Dataset scripts are no longer supported" in text:
+        text += "; a named benchmark reads such a repository's data files (e.g. livecodebench)"
     return text[:400]
 
 

@@ -209,3 +209,14 @@ def test_by_name_offline_without_a_cache_is_one_line(
         "hf:livecodebench/code_generation_lite/test.jsonl: cannot fetch"
     )
     assert "\n" not in str(info.value)
+
+
+def test_a_clone_of_the_hub_repository_reads_its_files_not_its_script(tmp_path: Path) -> None:
+    clone = tmp_path / "code_generation_lite"
+    clone.mkdir()
+    (clone / "code_generation_lite.py").write_text("raise SystemExit('a loading script ran')\n")
+    rows = _rows()
+    (clone / "test.jsonl").write_text(json.dumps(rows[0]) + "\n")
+    (clone / "test5.jsonl").write_text(json.dumps(rows[1]) + "\n")
+    loaded = load_dataset_spec(f"livecodebench:{clone}")
+    assert [r.id for r in loaded.records] == ["abc380_a", "two-sum"]
