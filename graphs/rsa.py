@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from langchain_core.runnables import RunnableConfig
@@ -174,7 +174,6 @@ class RSANodes(PaCoReNodes):
     k: int
     seed: int | str = 0
     task: RSATask = "math"
-    subsets_of: Callable[..., tuple[tuple[int, ...], ...]] = field(default=draw_subsets)
 
     # The state is annotated RSAState: LangGraph reads the channels a node's annotation names.
     async def round_node(self, state: RSAState, config: RunnableConfig) -> dict[str, Any]:  # type: ignore[override]
@@ -188,7 +187,7 @@ class RSANodes(PaCoReNodes):
         progress_writer()(round_started(r, width))
         previous = state["rounds"][-1]
         readable = sorted((t for t in previous if not t.failed), key=lambda t: t.index)
-        subsets = self.subsets_of([t.index for t in readable], width, self.k, self.seed, r)
+        subsets = draw_subsets([t.index for t in readable], width, self.k, self.seed, r)
         by_index = {t.index: t for t in readable}
         read = sorted({i for subset in subsets for i in subset})
         self.tracer.start_round(
