@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "go_offline",
     "gpqa_row",
     "hle_row",
     "lcb_private",
@@ -197,3 +198,15 @@ def seed_hub_files(files: dict[str, str], repo: str, hub_cache: Path) -> Path:
     (root / "refs").mkdir(exist_ok=True)
     (root / "refs" / "main").write_text(commit, encoding="utf-8")
     return snapshot
+
+
+def go_offline(monkeypatch: Any) -> None:
+    """No hub traffic from this test: the variables, and the libraries' already-read copies."""
+    import datasets
+    from huggingface_hub import constants
+
+    for name in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"):
+        monkeypatch.setenv(name, "1")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_OFFLINE", True, raising=False)

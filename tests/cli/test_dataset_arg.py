@@ -18,12 +18,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hub_fixtures import hle_row, lcb_row, matharena_row, write_parquet
+from hub_fixtures import go_offline, hle_row, lcb_row, matharena_row, write_parquet
 
 from pacore_graph.cli import main
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
 
 SUM = re.compile(r"Compute (\d+)\+(\d+)\.")
+
+
+@pytest.fixture(autouse=True)
+def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    go_offline(monkeypatch)
 
 
 def respond(req: ScriptedRequest) -> ScriptedReply:

@@ -9,10 +9,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from hub_fixtures import hle_row, matharena_row, seed_hub_cache, write_parquet
+from hub_fixtures import go_offline, hle_row, matharena_row, seed_hub_cache, write_parquet
 
 from pacore_graph.eval.benchmarks.base import DatasetError
 from pacore_graph.eval.datasets_load import load_dataset_spec
+
+
+@pytest.fixture(autouse=True)
+def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    go_offline(monkeypatch)
 
 
 def test_our_jsonl_format_is_read_as_before(tmp_path: Path) -> None:

@@ -5,10 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hub_fixtures import write_parquet, write_saved
+from hub_fixtures import go_offline, write_parquet, write_saved
 
 from pacore_graph.eval.benchmarks.base import DatasetError
 from pacore_graph.eval.datasets_rows import local_source, offline
+
+
+@pytest.fixture(autouse=True)
+def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    go_offline(monkeypatch)
 
 
 def test_parquet_reads_every_row_in_order_across_batches(tmp_path: Path) -> None:
