@@ -27,8 +27,7 @@ def build_majority_graph(
     **kwargs: Any,
 ) -> Any:
     """K samples, majority vote (ties: the answer first given by the lowest index)."""
-    # Validated like any round width (model_copy would skip validation).
-    cfg = PaCoReConfig.model_validate({**(config or PaCoReConfig()).model_dump(), "rounds": [k]})
+    cfg = (config or PaCoReConfig()).with_settings({"rounds": [k]})  # validated like any width
     return build_pacore_graph(
         client, config=cfg, aggregator=MajorityVote(extract=extract), name="majority", **kwargs
     )

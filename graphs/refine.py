@@ -23,7 +23,5 @@ def build_refine_graph(
     """A first answer, then ``rewrites`` rounds that each rewrite the previous one."""
     if rewrites < 1:
         raise ValueError(f"refine needs at least 1 rewrite, got {rewrites}")
-    cfg = PaCoReConfig.model_validate(
-        {**(config or PaCoReConfig()).model_dump(), "rounds": [1] * rewrites}
-    )
+    cfg = (config or PaCoReConfig()).with_settings({"rounds": [1] * rewrites})
     return build_pacore_graph(client, config=cfg, name="refine", **kwargs)

@@ -20,5 +20,5 @@ def build_single_graph(
     client: ChatClient, *, config: PaCoReConfig | None = None, **kwargs: Any
 ) -> Any:
     """One trajectory; ``config`` supplies sampling, retries and the concurrency limit."""
-    cfg = PaCoReConfig.model_validate({**(config or PaCoReConfig()).model_dump(), "rounds": [1]})
+    cfg = (config or PaCoReConfig()).with_settings({"rounds": [1]})
     return build_pacore_graph(client, config=cfg, aggregator=FirstAnswer(), name="single", **kwargs)

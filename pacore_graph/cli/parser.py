@@ -50,35 +50,16 @@ def _quorum(text: str) -> float | int:
 
 def _add_round_control_args(p: argparse.ArgumentParser) -> None:
     """Straggler control, early stop and the token budget: all off unless asked."""
-    p.add_argument(
-        "--round-quorum",
-        type=_quorum,
-        metavar="Q",
-        help="close a round once Q explorers finished: a share of K (0.75) or a count (24); "
-        "the rest are cancelled and recorded as dropped (one request per explorer) "
-        "(default: none, every explorer finishes)",
-    )
-    p.add_argument(
-        "--round-deadline",
-        type=float,
-        metavar="S",
-        help="close a round S seconds after it started (once one explorer finished); "
-        "the rest are cancelled and recorded as dropped (default: none)",
-    )
-    p.add_argument(
-        "--early-stop-consensus",
-        type=float,
-        metavar="F",
-        help="end the run after a round whose answers agree at share >= F (0 < F <= 1) "
-        "(default: none, every round runs)",
-    )
-    p.add_argument(
-        "--token-budget",
-        type=int,
-        metavar="N",
-        help="completion tokens per problem: later rounds shrink K to fit (never below 1) "
-        "(default: none, no budget)",
-    )
+    from pacore_graph.settings.fields import SETTINGS
+
+    for name in ("round_quorum", "round_deadline", "early_stop_consensus", "token_budget"):
+        row = SETTINGS[name]
+        p.add_argument(
+            "--" + name.replace("_", "-"),
+            type=_quorum if name == "round_quorum" else row.kind,
+            metavar=row.metavar,
+            help=f"{row.help} (default: {row.unset})",
+        )
 
 
 def _add_model_args(

@@ -43,7 +43,7 @@ def build_method_graph(
     """The compiled graph for one method; ``config`` gives sampling, retries and limits."""
     common: dict[str, Any] = {"compactor": compactor, "limiter": limiter, "tracing": tracing}
     if spec.family == "pacore":
-        cfg = PaCoReConfig.model_validate({**config.model_dump(), "rounds": list(spec.rounds)})
+        cfg = config.with_settings({"rounds": list(spec.rounds)})
         return build_pacore_graph(client, config=cfg, **common)
     if spec.family == "single":
         return build_single_graph(client, config=config, **common)

@@ -72,7 +72,8 @@ class ExploreTask:
     stream: bool = False
     """The final K=1 round: its tokens stream when a ``messages`` stream listens."""
     params: SamplingParams | None = None
-    """This run's sampling settings (the graph's, or the per-run ones from ``configurable``)."""
+    """This run's sampling settings (its context's, else the graph's): set by the fan-out;
+    ``None`` only for a task built by hand, which then uses the batcher's."""
 
     def __post_init__(self) -> None:
         # A checkpointed Send comes back with lists (msgpack); keep the tuples.

@@ -114,6 +114,8 @@ class PaCoReNodes:
     """One ``Send`` per round carrying all K tasks (:class:`ExploreGroup`): the chat
     explorer's calls are ``n``-batched, so its K samples come back together."""
     schedule: tuple[int, ...] = field(init=False)
+    shape: RunShape = field(init=False)
+    """The graph's own run shape: what a run gets when its context changes nothing."""
     quorum: RoundQuorum = field(init=False)
     early_stop: EarlyStop | None = field(init=False)
     budget: TokenBudget | None = field(init=False)
@@ -126,6 +128,9 @@ class PaCoReNodes:
         explorer = self.explorer
         self.group_sends = isinstance(explorer, ChatExplorer) and explorer.batcher.enabled
         self.schedule = self._schedule(cfg)
+        self.shape = RunShape(
+            schedule=self.schedule, sampling=cfg.sampling, preset=cfg.preset_name()
+        )
         self.quorum = RoundQuorum(quorum=cfg.round_quorum, deadline=cfg.round_deadline)
         self.early_stop = (
             EarlyStop(cfg.early_stop_consensus) if cfg.early_stop_consensus is not None else None
@@ -212,9 +217,8 @@ class PaCoReNodes:
         ``group_sends`` (its K samples are one ``n=K`` request).
         """
         r = state["round"]
-        shape = state.get("settings")
-        schedule = self.schedule if shape is None else shape.schedule
-        sampling = self.config.sampling if shape is None else shape.sampling
+        shape = self.run_shape(state)
+        schedule, sampling = shape.schedule, shape.sampling
         width = state.get("width") or schedule[r]
         prompt, refs = state["prompt"], state["prompt_refs"]
         run_id, problem_id = state["run_id"], state.get("problem_id")
@@ -427,9 +431,8 @@ class PaCoReNodes:
     async def finalize(self, state: PaCoReState, config: RunnableConfig) -> dict[str, Any]:
         """The answer (the final round's message, or the aggregator's choice) and the record."""
         rounds = state["rounds"]
-        shape = state.get("settings")
-        sampling_params = self.config.sampling if shape is None else shape.sampling
-        sampling = sampling_params.model_dump(mode="json")
+        shape = self.run_shape(state)
+        sampling = shape.sampling.model_dump(mode="json")
         details: dict[str, Any] = {"run_id": state["run_id"], "sampling": sampling}
         final: Trajectory
         stopped = state.get("stopped")
@@ -452,11 +455,11 @@ class PaCoReNodes:
             answer=answer,
             reasoning=final.reasoning,
             rounds=rounds,
-            schedule=self.run_schedule(state),
+            schedule=shape.schedule,
             problem_id=state.get("problem_id"),
             wall_s=time.time() - state["started"],
             model=self.model_name,
-            preset=self.config.preset_name() if shape is None else shape.preset,
+            preset=shape.preset,
             extra=details,
         )
         self.tracer.end_run(state["run_id"], result)
@@ -474,10 +477,13 @@ class PaCoReNodes:
     def _schedule(self, cfg: PaCoReConfig) -> tuple[int, ...]:
         return cfg.schedule if self.aggregator is None else cfg.rounds
 
+    def run_shape(self, state: PaCoReState) -> RunShape:
+        """This run's shape: the one its context set (kept in the state), else the graph's."""
+        return state.get("settings") or self.shape
+
     def run_schedule(self, state: PaCoReState) -> tuple[int, ...]:
-        """This run's round widths: per-run settings, else the graph's."""
-        shape = state.get("settings")
-        return self.schedule if shape is None else shape.schedule
+        """This run's round widths."""
+        return self.run_shape(state).schedule
 
     def _compactor(self, name: str) -> Compactor:
         """A run's compactor by name, from the registry only (nothing is imported)."""

@@ -37,7 +37,7 @@ def collect_trajectories(
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunShape:
-    """A run's own shape when ``config["configurable"]`` changed it (see ``settings.py``)."""
+    """A run's shape: its rounds and sampling (kept in the state when its context changed them)."""
 
     schedule: tuple[int, ...]
     sampling: SamplingParams

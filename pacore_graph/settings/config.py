@@ -127,32 +127,10 @@ class PaCoReConfig(_Frozen):
         "the missing samples as separate requests.",
     )
 
-    round_quorum: float | int | None = Field(
-        None,
-        description="Close a round once this many explorers finished: a share of K in "
-        "(0, 1] (0.75) or a count (24). The rest are cancelled and recorded as dropped. "
-        "Off by default (it changes what the next round sees); it sends one request per "
-        "explorer, since an n=K request returns its samples together.",
-    )
-    round_deadline: float | None = Field(
-        None,
-        gt=0,
-        description="Close a round this many seconds after it started (once at least one "
-        "explorer finished); the rest are cancelled and recorded as dropped. Off by default.",
-    )
-    early_stop_consensus: float | None = Field(
-        None,
-        gt=0,
-        le=1,
-        description="End the run after a round whose extracted answers agree at this share "
-        "or more, answering with the majority message. Off by default.",
-    )
-    token_budget: int | None = Field(
-        None,
-        ge=1,
-        description="Completion tokens per problem: later rounds shrink K (never below 1; "
-        "the final K=1 round always runs) when the projection would pass it. Off by default.",
-    )
+    round_quorum: float | int | None = config_field("round_quorum")
+    round_deadline: float | None = config_field("round_deadline")
+    early_stop_consensus: float | None = config_field("early_stop_consensus")
+    token_budget: int | None = config_field("token_budget")
 
     @field_validator("round_quorum", mode="before")
     @classmethod

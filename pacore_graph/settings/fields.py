@@ -40,8 +40,9 @@ class Setting:
     that selects rather than holds a value: ``preset`` picks ``rounds``,
     ``compactor`` is the builder's). ``kind`` is the type of one value as
     text is parsed into it (the CLI's ``type``); ``ge``/``gt``/``le`` its
-    bounds; ``per_run`` and ``serve`` say whether a served graph's run and a
-    ``pacore serve`` request may set it.
+    bounds; ``unset`` what no value means (for help texts); ``per_run`` and
+    ``serve`` say whether a served graph's run and a ``pacore serve`` request
+    may set it.
     """
 
     name: str
@@ -53,6 +54,8 @@ class Setting:
     gt: float | None = None
     le: float | None = None
     choices: tuple[str, ...] | None = None
+    metavar: str | None = None
+    unset: str = "unset"
     per_run: bool = False
     serve: bool = False
 
@@ -188,6 +191,46 @@ _ROWS = (
         "pipeline; 'compacted' drops failed/empty messages, then sorts compacted ones",
         default="public",
         choices=("public", "compacted"),
+    ),
+    Setting(
+        name="round_quorum",
+        path=("round_quorum",),
+        help="close a round once Q explorers finished: a share of K (0.75) or a count (24); "
+        "the rest are cancelled and recorded as dropped (one request per explorer, since an "
+        "n=K request returns its samples together)",
+        metavar="Q",
+        unset="none, every explorer finishes",
+    ),
+    Setting(
+        name="round_deadline",
+        path=("round_deadline",),
+        help="close a round S seconds after it started (once one explorer finished); the "
+        "rest are cancelled and recorded as dropped",
+        kind=float,
+        gt=0.0,
+        metavar="S",
+        unset="none",
+    ),
+    Setting(
+        name="early_stop_consensus",
+        path=("early_stop_consensus",),
+        help="end the run after a round whose extracted answers agree at share >= F, "
+        "answering with the majority message",
+        kind=float,
+        gt=0.0,
+        le=1.0,
+        metavar="F",
+        unset="none, every round runs",
+    ),
+    Setting(
+        name="token_budget",
+        path=("token_budget",),
+        help="completion tokens per problem: later rounds shrink K to fit (never below 1; "
+        "the final K=1 round always runs)",
+        kind=int,
+        ge=1,
+        metavar="N",
+        unset="none, no budget",
     ),
     Setting(
         name="max_concurrency",

@@ -104,7 +104,7 @@ class Option:
             return cls(name, row.help, flag=True)
         shown = default_text
         if shown is None:
-            shown = "unset" if row.default is None else _shown(row.default)
+            shown = row.unset if row.default is None else _shown(row.default)
         return cls(
             name,
             row.help,

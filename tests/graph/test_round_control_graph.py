@@ -185,8 +185,8 @@ def test_cli_flags_reach_the_result(capsys: pytest.CaptureFixture[str]) -> None:
     ("flag", "value", "needle"),
     [
         ("--round-quorum", "0", "--round-quorum"),
-        ("--early-stop-consensus", "1.5", "early_stop_consensus"),
-        ("--token-budget", "0", "token_budget"),
+        ("--early-stop-consensus", "1.5", "--early-stop-consensus"),
+        ("--token-budget", "0", "--token-budget"),
     ],
 )
 def test_cli_rejects_bad_round_control_values(
