@@ -23,7 +23,7 @@ the ``pacore_graph.datasets`` entry-point group (an object like
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
@@ -102,7 +102,6 @@ class Benchmark:
     columns: tuple[str, ...]
     optional_columns: tuple[str, ...] = ()
     dated: bool = False
-    paper_note: str = field(default="", compare=False)
 
     def keep(self, row: Mapping[str, Any], options: BenchmarkOptions) -> bool:
         """Cheap pre-filter on raw columns (before any decoding); True keeps the row."""

@@ -190,5 +190,4 @@ LIVECODEBENCH = LiveCodeBench(
         "metadata",
     ),
     dated=True,
-    paper_note="Table 1's code column (2408-2505)",
 )

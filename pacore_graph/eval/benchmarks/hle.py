@@ -83,5 +83,4 @@ HLE = HLEBenchmark(
     hub=HubDataset("cais/hle", split="test"),
     columns=("id", "question", "answer", "answer_type"),
     optional_columns=("image", "category", "raw_subject"),
-    paper_note="Table 1's HLE text column",
 )

@@ -57,7 +57,6 @@ HMMT25 = MathArenaBenchmark(
     hub=HubDataset("MathArena/hmmt_feb_2025", split="train"),
     columns=_COLUMNS,
     optional_columns=("problem_type",),
-    paper_note="Table 1's math column",
 )
 
 AIME25 = MathArenaBenchmark(

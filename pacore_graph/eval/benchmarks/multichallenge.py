@@ -75,5 +75,4 @@ MULTICHALLENGE = MultiChallengeBenchmark(
     hub=HubDataset("nmayorga7/multichallenge", split="train"),
     columns=("QUESTION_ID", "CONVERSATION", "TARGET_QUESTION", "PASS_CRITERIA"),
     optional_columns=("AXIS",),
-    paper_note="Table 1's MultiChallenge column",
 )
