@@ -25,7 +25,8 @@ Texts come from a responder (the scripted server's :func:`default_respond` by
 default) padded with filler reasoning to the drawn length; tokens are
 whitespace-separated words, as in the scripted server.
 
-``GET /stats`` reports ``tokens_generated`` and friends; ``POST /stats/reset``
+``GET /stats`` reports ``tokens_generated`` and friends (``choices_cancelled``:
+streamed choices whose client hung up before their end); ``POST /stats/reset``
 zeroes them.
 
 Log-probabilities (``"logprobs": true``, ``top_logprobs``) are deterministic
@@ -169,6 +170,8 @@ class ThroughputServer(LoopbackServer):
         self._ids = itertools.count(1)
         self._unseeded: dict[bytes, int] = {}
         self.requests = 0
+        self.choices_cancelled = 0
+        """Streamed choices whose client hung up before they ended (progressive streams)."""
         self.first_request_unix: float | None = None
         self.last_response_unix: float | None = None
 
@@ -253,6 +256,7 @@ class ThroughputServer(LoopbackServer):
         snap = asdict(self._share().stats(loop.time()))
         snap.update(
             requests=self.requests,
+            choices_cancelled=self.choices_cancelled,
             throughput=self._throughput,
             per_sequence_cap=self._cap,
             physical_limit_seconds=snap["tokens_generated"] / self._throughput,
@@ -268,6 +272,7 @@ class ThroughputServer(LoopbackServer):
         self._share().reset_stats()
         self._unseeded.clear()  # a reset starts a reproducible run afresh
         self.requests = 0
+        self.choices_cancelled = 0
         self.first_request_unix = self.last_response_unix = None
         return web.json_response(self.stats())
 
@@ -533,7 +538,11 @@ class ThroughputServer(LoopbackServer):
             sent = 0
             while sent < c.tokens:
                 size = min(step, c.tokens - sent)
-                await self._decode([size])
+                try:
+                    await self._decode([size])
+                except asyncio.CancelledError:
+                    self.choices_cancelled += 1  # hung up mid-slice
+                    raise
                 out: list[bytes] = []
                 lp = (
                     None
@@ -565,8 +574,13 @@ class ThroughputServer(LoopbackServer):
                         )
                     )
                 sent += size
-                async with lock:
-                    await response.write(b"".join(out))
+                try:
+                    async with lock:
+                        await response.write(b"".join(out))
+                except (asyncio.CancelledError, ConnectionResetError):
+                    if sent < c.tokens:
+                        self.choices_cancelled += 1  # hung up between slices
+                    raise
             async with lock:
                 await response.write(event(i, {}, c.finish_reason, c.tokens))
 

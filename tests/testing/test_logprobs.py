@@ -139,4 +139,5 @@ async def test_hanging_up_on_a_progressive_stream_stops_its_sequence() -> None:
             if stats["in_flight"] == 0:
                 break
             await asyncio.sleep(0.02)
+    assert stats["choices_cancelled"] == 1
     assert stats["tokens_generated"] < 4000  # the rest was never decoded
