@@ -41,7 +41,7 @@ import json
 import random
 import time
 import weakref
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 import aiohttp
@@ -76,6 +76,7 @@ from pacore_graph.llm.reply_limits import read_capped, read_error_head, reply_ca
 from pacore_graph.llm.request_body import chat_body, encode, single_sample
 from pacore_graph.llm.retry import call_with_retry, next_attempt
 from pacore_graph.llm.sampling import NSampler, PerSampleClient, SampleOutcome, with_seed
+from pacore_graph.llm.session import DEFAULT_SESSION_HEADER, session_headers
 from pacore_graph.llm.transport import (
     decode_event,
     http_error,
@@ -107,12 +108,32 @@ class _OptionRefused(UpstreamStatusError):
     """A 400 to a request that asked for ``continuous_usage_stats`` (vLLM's, not OpenAI's)."""
 
 
+class _Events:
+    """A streamed answer's SSE payloads, and the way to hang up on it."""
+
+    __slots__ = ("_data", "_resp")
+
+    def __init__(self, resp: aiohttp.ClientResponse, data: AsyncIterator[bytes]) -> None:
+        self._resp = resp
+        self._data = data
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self._data
+
+    def hang_up(self) -> None:
+        """Close the connection: the server stops decoding the rest."""
+        self._resp.close()
+
+
 class OpenAICompatClient(PerSampleClient):
     """Direct OpenAI-compatible chat-completions client over pooled aiohttp.
 
     One ``ClientSession`` per event loop (sessions cannot cross loops), created
     on first use and closed by :meth:`aclose`. The API key goes only into the
     ``Authorization`` header; it is never logged or put into errors.
+
+    ``session_header`` names the header each request of a PaCoRe run carries
+    its run id in (:mod:`pacore_graph.llm.session`; None: no such header).
     """
 
     def __init__(
@@ -124,6 +145,7 @@ class OpenAICompatClient(PerSampleClient):
         retry: RetryPolicy | None = None,
         headers: Mapping[str, str] | None = None,
         connection_limit: int = 0,
+        session_header: str | None = DEFAULT_SESSION_HEADER,
     ) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url must be an http(s) URL, got {base_url!r}")
@@ -139,6 +161,7 @@ class OpenAICompatClient(PerSampleClient):
             **(headers or {}),
         }
         self._connection_limit = connection_limit
+        self.session_header = session_header
         self._sessions: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, aiohttp.ClientSession
         ] = weakref.WeakKeyDictionary()
@@ -251,45 +274,36 @@ class OpenAICompatClient(PerSampleClient):
         reasoning: list[str] = []
         finish: str | None = None
         usage: Mapping[str, Any] = {}
-        payload_bytes = encode(body)
-        cap = reply_cap(body, request_bytes=len(payload_bytes), streamed=True)
-        line_cap = reply_cap(body, request_bytes=len(payload_bytes))  # a whole answer
         kept = 0
-        with transport_errors(self._url, timeout, "streaming from"):
-            async with self._session().post(
-                self._url, data=payload_bytes, timeout=aiohttp.ClientTimeout(total=timeout)
-            ) as resp:
-                if resp.status != 200:
-                    raw = await read_error_head(resp)
-                    raise http_error(self._url, resp.status, raw, resp.headers.get("Retry-After"))
-                async for payload in sse_data(resp, cap, self._url, line_cap=line_cap):
-                    if payload == b"[DONE]":
-                        break
-                    event = decode_event(payload)
-                    usage = usage_of(event) or usage
-                    for index, choice in indexed_choices(
-                        event.get("choices") or [], 1, allow_repeats=True
-                    ):
-                        where = f"choice {index}"
-                        delta = object_field(choice, "delta", where)
-                        think = text_field(delta, "reasoning", f"{where}.delta") or text_field(
-                            delta, "reasoning_content", f"{where}.delta"
-                        )
-                        text = text_field(delta, "content", f"{where}.delta")
-                        kept += (len(think) + 64 if think else 0) + (len(text) + 64 if text else 0)
-                        if kept > line_cap:  # many small events, more than one answer holds
-                            content.clear()
-                            reasoning.clear()
-                            raise too_large(self._url, line_cap, what="streamed answer")
-                        if think:
-                            reasoning.append(think)
-                            sent[0] = True
-                            await on_delta("reasoning", think)
-                        if text:
-                            content.append(text)
-                            sent[0] = True
-                            await on_delta("content", text)
-                        finish = text_field(choice, "finish_reason", where) or finish
+        async with self._open_stream(body, timeout) as (events, line_cap):
+            async for payload in events:
+                if payload == b"[DONE]":
+                    break
+                event = decode_event(payload)
+                usage = usage_of(event) or usage
+                for index, choice in indexed_choices(
+                    event.get("choices") or [], 1, allow_repeats=True
+                ):
+                    where = f"choice {index}"
+                    delta = object_field(choice, "delta", where)
+                    think = text_field(delta, "reasoning", f"{where}.delta") or text_field(
+                        delta, "reasoning_content", f"{where}.delta"
+                    )
+                    text = text_field(delta, "content", f"{where}.delta")
+                    kept += (len(think) + 64 if think else 0) + (len(text) + 64 if text else 0)
+                    if kept > line_cap:  # many small events, more than one answer holds
+                        content.clear()
+                        reasoning.clear()
+                        raise too_large(self._url, line_cap, what="streamed answer")
+                    if think:
+                        reasoning.append(think)
+                        sent[0] = True
+                        await on_delta("reasoning", think)
+                    if text:
+                        content.append(text)
+                        sent[0] = True
+                        await on_delta("content", text)
+                    finish = text_field(choice, "finish_reason", where) or finish
         if not content:
             # The streamed form of ``content: null``: a failure with its cause, not "".
             raise no_content(finish, "".join(reasoning), streamed=True)
@@ -435,34 +449,60 @@ class OpenAICompatClient(PerSampleClient):
         """One attempt: the choices of one streamed request as they finish."""
         started = time.perf_counter()
         body["stream_options"] = self._stream_options()
+
+        def refused(status: int, raw: bytes) -> None:
+            if status in (400, 422) and self._continuous_usage:
+                # Maybe a server that refuses vLLM's option: ask once more
+                # without it (a bad request fails again, then for good).
+                self._continuous_usage = False
+                detail = raw[:300].decode("utf-8", "replace").strip() or "(empty body)"
+                raise _OptionRefused(detail, status=status)
+
+        async with self._open_stream(body, timeout, on_error=refused) as (events, _):
+            complete = False
+            try:
+                async for payload in events:
+                    latency = time.perf_counter() - started
+                    for item in stream.feed(payload, latency_s=latency):
+                        yield item
+                    if stream.done or stream.abandoned:
+                        break
+                complete = not stream.abandoned  # a stopped choice: hang up on the rest
+            finally:
+                if not complete:
+                    events.hang_up()  # drop the connection: the server cancels the rest
+
+    @contextlib.asynccontextmanager
+    async def _open_stream(
+        self,
+        body: Mapping[str, Any],
+        timeout: float,
+        *,
+        on_error: Callable[[int, bytes], None] | None = None,
+    ) -> AsyncIterator[tuple[_Events, int]]:
+        """POST a streamed request; yield its SSE events and the cap on one whole answer.
+
+        The one place a stream is opened: both caps derived from the request,
+        a non-200 answer read to its capped head and raised as the status
+        error (``on_error`` may raise its own first), transport failures
+        turned into ``ModelCallError`` while the events are read.
+        """
         payload = encode(body)
         cap = reply_cap(body, request_bytes=len(payload), streamed=True)
         line_cap = reply_cap(body, request_bytes=len(payload))  # one event: a whole answer
         with transport_errors(self._url, timeout, "streaming from"):
             async with self._session().post(
-                self._url, data=payload, timeout=aiohttp.ClientTimeout(total=timeout)
+                self._url,
+                data=payload,
+                timeout=aiohttp.ClientTimeout(total=timeout),
+                headers=session_headers(self.session_header),
             ) as resp:
                 if resp.status != 200:
                     raw = await read_error_head(resp)
-                    if resp.status in (400, 422) and self._continuous_usage:
-                        # Maybe a server that refuses vLLM's option: ask once more
-                        # without it (a bad request fails again, then for good).
-                        self._continuous_usage = False
-                        detail = raw[:300].decode("utf-8", "replace").strip() or "(empty body)"
-                        raise _OptionRefused(detail, status=resp.status)
+                    if on_error is not None:
+                        on_error(resp.status, raw)
                     raise http_error(self._url, resp.status, raw, resp.headers.get("Retry-After"))
-                complete = False
-                try:
-                    async for payload in sse_data(resp, cap, self._url, line_cap=line_cap):
-                        latency = time.perf_counter() - started
-                        for item in stream.feed(payload, latency_s=latency):
-                            yield item
-                        if stream.done or stream.abandoned:
-                            break
-                    complete = not stream.abandoned  # a stopped choice: hang up on the rest
-                finally:
-                    if not complete:
-                        resp.close()  # drop the connection: the server cancels the rest
+                yield _Events(resp, sse_data(resp, cap, self._url, line_cap=line_cap)), line_cap
 
     async def _singles(
         self,
@@ -508,7 +548,10 @@ class OpenAICompatClient(PerSampleClient):
         cap = reply_cap(body, request_bytes=len(payload))
         with transport_errors(self._url, timeout, "waiting for"):
             async with self._session().post(
-                self._url, data=payload, timeout=aiohttp.ClientTimeout(total=timeout)
+                self._url,
+                data=payload,
+                timeout=aiohttp.ClientTimeout(total=timeout),
+                headers=session_headers(self.session_header),
             ) as resp:
                 status = resp.status
                 retry_after = resp.headers.get("Retry-After")
