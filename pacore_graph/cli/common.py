@@ -233,8 +233,18 @@ def _client(args: argparse.Namespace, endpoint: _Endpoint, config: PaCoReConfig)
             retry=config.retry,
         )
         return LangChainChatClient(chat, model=endpoint.model)
+    from pacore_graph.llm.session_header import parse_session_header
+
+    try:
+        session_header = parse_session_header(getattr(args, "session_header", None))
+    except ValueError as exc:
+        raise UsageError(f"--session-header (PACORE_SESSION_HEADER): {exc}") from None
     return chat_client_for(
-        endpoint.base_urls, endpoint.model, api_key=args.api_key, retry=config.retry
+        endpoint.base_urls,
+        endpoint.model,
+        api_key=args.api_key,
+        retry=config.retry,
+        session_header=session_header,
     )
 
 

@@ -59,6 +59,7 @@ from pacore_graph.graph.streaming import (
     round_compacted,
     round_started,
 )
+from pacore_graph.llm.session_header import session_scope
 from pacore_graph.otel.spans import RunTracer
 from pacore_graph.settings.config import PaCoReConfig
 from pacore_graph.settings.per_run import SettingsError, resolve_settings, run_settings_given
@@ -280,9 +281,12 @@ class PaCoReNodes:
         not failed); every explorer node, plain or subgraph, goes through here.
         """
         gate = self._gates.get((task.run_id, task.round)) if self._gates else None
-        with self.tracer.explorer(
-            task.run_id, task.index, task.references, task.messages, self.explorer_name
-        ) as span:
+        with (
+            session_scope(task.run_id),  # the run's session header on its requests
+            self.tracer.explorer(
+                task.run_id, task.index, task.references, task.messages, self.explorer_name
+            ) as span,
+        ):
             if gate is None:
                 trajectory = await call()
             else:

@@ -76,7 +76,7 @@ from pacore_graph.llm.reply_limits import read_capped, read_error_head, reply_ca
 from pacore_graph.llm.request_body import chat_body, encode, single_sample
 from pacore_graph.llm.retry import call_with_retry, next_attempt
 from pacore_graph.llm.sampling import NSampler, PerSampleClient, SampleOutcome, with_seed
-from pacore_graph.llm.session import DEFAULT_SESSION_HEADER, session_headers
+from pacore_graph.llm.session_header import DEFAULT_SESSION_HEADER, session_headers
 from pacore_graph.llm.transport import (
     decode_event,
     http_error,
@@ -133,7 +133,7 @@ class OpenAICompatClient(PerSampleClient):
     ``Authorization`` header; it is never logged or put into errors.
 
     ``session_header`` names the header each request of a PaCoRe run carries
-    its run id in (:mod:`pacore_graph.llm.session`; None: no such header).
+    its run id in (:mod:`pacore_graph.llm.session_header`; None: no such header).
     """
 
     def __init__(

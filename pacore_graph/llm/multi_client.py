@@ -47,6 +47,7 @@ from pacore_graph.llm.call_deadline import CallDeadline
 from pacore_graph.llm.client import DeltaCallback, OpenAICompatClient, resolve_api_key
 from pacore_graph.llm.reply_limits import read_error_head
 from pacore_graph.llm.sampling import PerSampleClient, SampleOutcome
+from pacore_graph.llm.session_header import DEFAULT_SESSION_HEADER
 from pacore_graph.settings.config import RetryPolicy, SamplingParams
 
 __all__ = ["MultiEndpointClient", "ReplicaStats", "chat_client_for"]
@@ -63,6 +64,7 @@ class ReplicaStats:
     samples: int
     failures: int
     ejections: int
+    completion_tokens: int = 0
 
 
 class _Replica:
@@ -70,6 +72,7 @@ class _Replica:
 
     __slots__ = (
         "client",
+        "completion_tokens",
         "ejections",
         "failures",
         "healthy",
@@ -87,6 +90,7 @@ class _Replica:
         self.samples = 0
         self.failures = 0
         self.ejections = 0
+        self.completion_tokens = 0
         self.probe: asyncio.Task[None] | None = None
 
     @contextlib.contextmanager
@@ -108,6 +112,7 @@ class _Replica:
             samples=self.samples,
             failures=self.failures,
             ejections=self.ejections,
+            completion_tokens=self.completion_tokens,
         )
 
 
@@ -150,6 +155,7 @@ class MultiEndpointClient(PerSampleClient):
         headers: Mapping[str, str] | None = None,
         health_interval: float = 1.0,
         health_timeout: float = 2.0,
+        session_header: str | None = DEFAULT_SESSION_HEADER,
     ) -> None:
         urls = [u.rstrip("/") for u in base_urls]
         if not urls:
@@ -162,7 +168,16 @@ class MultiEndpointClient(PerSampleClient):
         self.retry = retry or RetryPolicy()
         single = RetryPolicy(max_attempts=1)
         self._replicas = [
-            _Replica(OpenAICompatClient(u, model, api_key=api_key, retry=single, headers=headers))
+            _Replica(
+                OpenAICompatClient(
+                    u,
+                    model,
+                    api_key=api_key,
+                    retry=single,
+                    headers=headers,
+                    session_header=session_header,
+                )
+            )
             for u in urls
         ]
         self._health_headers = {"Authorization": f"Bearer {resolve_api_key(api_key)}"}
@@ -300,6 +315,9 @@ class MultiEndpointClient(PerSampleClient):
             outcomes = _map_errors(outcomes, functools.partial(_named, upstream=index))
             failures = [o for o in outcomes if isinstance(o, ModelCallError)]
             replica.samples += len(outcomes) - len(failures)
+            replica.completion_tokens += sum(
+                o.completion_tokens for o in outcomes if isinstance(o, Completion)
+            )
             if not failures:
                 return outcomes
             self._failed(replica, failures)
@@ -359,6 +377,7 @@ class MultiEndpointClient(PerSampleClient):
                 last = exc
                 continue
             replica.samples += 1
+            replica.completion_tokens += out.completion_tokens
             return out
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -452,8 +471,17 @@ def chat_client_for(
     *,
     api_key: str | None = None,
     retry: RetryPolicy | None = None,
+    session_header: str | None = DEFAULT_SESSION_HEADER,
 ) -> OpenAICompatClient | MultiEndpointClient:
-    """The direct client for one URL, the multi-endpoint client for several."""
+    """The direct client for one URL, the multi-endpoint client for several.
+
+    ``session_header``: the header each request of a run carries its run id in
+    (:mod:`pacore_graph.llm.session_header`), None for none.
+    """
     if len(base_urls) == 1:
-        return OpenAICompatClient(base_urls[0], model, api_key=api_key, retry=retry)
-    return MultiEndpointClient(base_urls, model, api_key=api_key, retry=retry)
+        return OpenAICompatClient(
+            base_urls[0], model, api_key=api_key, retry=retry, session_header=session_header
+        )
+    return MultiEndpointClient(
+        base_urls, model, api_key=api_key, retry=retry, session_header=session_header
+    )

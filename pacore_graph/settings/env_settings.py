@@ -93,6 +93,7 @@ class PaCoReSettings(BaseSettings):
     base_url: Annotated[list[str] | None, NoDecode] = None
     model: str | None = None
     api_key: str | None = None
+    session_header: str = "x-session-id"
     compactor: str = "conclusion"
     max_concurrency: int | None = None
     temperature: float | None = None

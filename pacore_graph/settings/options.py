@@ -175,6 +175,14 @@ MODEL_OPTIONS: tuple[Option, ...] = (
         "API key sent to the server",
         default_text="$OPENAI_API_KEY, else none",
     ),
+    Option(
+        "session_header",
+        "HTTP header each request of one PaCoRe run carries the run's id in, so a "
+        "session-aware router (Ray Serve LLM, llm-d) keeps the run on one replica; "
+        "none to send no such header",
+        default="x-session-id",
+        metavar="NAME",
+    ),
     Option.of("compactor", default=SETTINGS["compactor"].default),
     Option.of(
         "max_concurrency",
@@ -246,7 +254,15 @@ MODEL_OPTIONS: tuple[Option, ...] = (
 
 #: What only the text graph uses: ``swe`` does not list these (they would do nothing there).
 TEXT_GRAPH_ONLY = frozenset(
-    {"compactor", "logprobs", "token_ids", "client", "no_batch", "no_progress"}
+    {
+        "compactor",
+        "logprobs",
+        "token_ids",
+        "client",
+        "no_batch",
+        "no_progress",
+        "session_header",
+    }
 )
 
 #: The per-request caps (:class:`pacore_graph.settings.request_limits.RequestLimits`).
