@@ -1,4 +1,4 @@
-"""The local sandbox: normal behaviour, and containment of hostile code.
+"""The local sandbox (``LocalSandbox``): normal behaviour, and containment of hostile code.
 
 Every containment test runs the hostile program for real and checks, from
 the outside, that it was stopped and reported and that the parent (this test
@@ -33,13 +33,12 @@ from pathlib import Path
 import pytest
 from sandbox_support import started_sandbox
 
+import pacore_graph.tools.sandbox as sandbox_package
 from pacore_graph.tools.sandbox import (
     MIB,
-    BaseCodeExecutor,
     CodeExecutor,
     ExecRequest,
     ExecResult,
-    Isolation,
     Language,
     LocalSandbox,
     SandboxExecutionError,
@@ -50,7 +49,10 @@ from pacore_graph.tools.sandbox import (
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux")
 
 AS_ROOT = os.geteuid() == 0
-REPO = Path(__file__).resolve().parents[2]
+#: The sandbox package's own folder, and the checkout it lies in (from the package, not
+#: from this file's depth, which moved when the tests came to mirror the code).
+SANDBOX_DIR = Path(sandbox_package.__file__).resolve().parent
+REPO = SANDBOX_DIR.parents[1]
 
 SMALL = SandboxLimits(
     wall_time_s=3.0,
@@ -114,69 +116,12 @@ def assert_parent_unharmed(token: str | None = None) -> None:
 # --------------------------------------------------------------------------- values
 
 
-def test_limits_are_validated_and_documented_defaults() -> None:
-    limits = SandboxLimits()
-    assert (limits.wall_time_s, limits.cpu_time_s) == (10.0, 10)
-    assert limits.memory_bytes == 512 * MIB and limits.max_processes == 64
-    assert limits.max_file_bytes == 16 * MIB and limits.max_output_bytes == 1 * MIB
-    assert limits.network is False and limits.require_isolation is True
-    for bad in (
-        {"wall_time_s": 0},
-        {"cpu_time_s": 1.5},
-        {"memory_bytes": 1024},
-        {"max_processes": -1},
-        {"max_output_bytes": True},
-        {"network": "no"},
-    ):
-        with pytest.raises(ValueError):
-            SandboxLimits(**bad)
-    assert limits.replace(wall_time_s=1).wall_time_s == 1
-
-
-def test_request_is_validated() -> None:
-    with pytest.raises(ValueError):
-        ExecRequest(code="x", language="ruby")
-    with pytest.raises(ValueError):
-        ExecRequest(code="a\x00b")
-    assert ExecRequest(code="x", workdir="/tmp").workdir == Path("/tmp")
-
-
-def test_result_text_for_the_model() -> None:
-    result = ExecResult(
-        stdout="out\n",
-        stderr="err\n",
-        exit_code=None,
-        duration_s=1.5,
-        limits=SMALL,
-        timed_out=True,
-        killed_by="wall_time",
-    )
-    text = result.to_tool_output()
-    assert "timed out: wall-time limit of 3 s" in text
-    assert "--- stdout ---\nout" in text and "--- stderr ---\nerr" in text
-    long = ExecResult(stdout="x" * 50_000, stderr="", exit_code=0, duration_s=0, limits=SMALL)
-    assert len(long.to_tool_output(max_chars=2000)) < 2500
-    assert "characters omitted" in long.to_tool_output(max_chars=2000)
-
-
 def test_local_sandbox_follows_the_protocol(sandbox: LocalSandbox) -> None:
     assert isinstance(sandbox, CodeExecutor)
     with LocalSandbox(SMALL) as sb:
         assert sb.execute(ExecRequest(code="print(1)")).stdout == "1\n"
     with pytest.raises(SandboxUnavailableError):
         sb.execute(ExecRequest(code="print(1)"))
-
-
-def test_another_backend_plugs_in() -> None:
-    class Echo(BaseCodeExecutor):
-        def execute(self, request: ExecRequest) -> ExecResult:
-            return ExecResult(
-                stdout=request.code, stderr="", exit_code=0, duration_s=0, limits=SMALL
-            )
-
-    with Echo() as echo:
-        assert isinstance(echo, CodeExecutor)
-        assert asyncio.run(echo.aexecute(ExecRequest(code="hi"))).stdout == "hi"
 
 
 # --------------------------------------------------------------------------- normal behaviour
@@ -279,8 +224,11 @@ async def test_cancelling_aexecute_kills_the_code(sandbox: LocalSandbox) -> None
         code=f"sleep {token}", language="bash", limits=SMALL.replace(wall_time_s=30)
     )
     task = asyncio.create_task(sandbox.aexecute(request))
-    await asyncio.sleep(0.5)
-    assert _pids_with(token)
+    for _ in range(3000):  # until the code runs (a hang guard, not a timing assumption)
+        if _pids_with(token) or task.done():
+            break
+        await asyncio.sleep(0.01)
+    assert _pids_with(token), "the code never started"
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -695,9 +643,7 @@ def _run_as_ordinary_user(python: str, here: Path) -> None:
     here.chmod(0o755)
     script = here / "as_user.py"
     module = here / "sandbox"  # a copy: the checkout may be unreadable to that user
-    shutil.copytree(
-        REPO / "tools" / "sandbox", module, ignore=shutil.ignore_patterns("__pycache__")
-    )
+    shutil.copytree(SANDBOX_DIR, module, ignore=shutil.ignore_patterns("__pycache__"))
     for path in (module, *module.iterdir()):
         path.chmod(0o755 if path.is_dir() else 0o644)
     script.write_text(_AS_USER_DRIVER.format(module=str(module)))
@@ -718,9 +664,3 @@ def _run_as_ordinary_user(python: str, here: Path) -> None:
     forked, errno_line = report["out"].split()
     assert int(forked) < 8 and errno_line == "30"  # NPROC held; EROFS outside the workspace
     assert report["ws"] == ["in", True, "out\n"]  # the tmpfs workspace works without root too
-
-
-def test_isolation_report_type() -> None:
-    iso = Isolation(network=True, filesystem=True, processes=True, privileges_dropped=True)
-    assert iso.complete
-    assert not Isolation(network=True).complete
