@@ -71,12 +71,34 @@ def problems(count: int) -> list[str]:
 async def serve_fleet(args: argparse.Namespace) -> None:
     """Child process: ``--replicas`` throughput servers on one loop; prints their URLs."""
     import signal
+    from dataclasses import asdict
 
+    from aiohttp import web
+
+    from pacore_graph.runs.loop_lag import LagProbe
     from pacore_graph.testing.throughput_server import LengthModel, ThroughputServer
+
+    # The fleet's own loop lag: when the machine starves this process, its timers fire
+    # late and the simulated GPUs slow down; a run with a lagging fleet is not the
+    # orchestrator's limit.
+    probe = LagProbe()
+
+    class Replica(ThroughputServer):
+        def _add_routes(self, app: web.Application) -> None:
+            super()._add_routes(app)
+            app.router.add_get("/fleet-lag", self._lag)
+            app.router.add_post("/fleet-lag/reset", self._lag_reset)
+
+        async def _lag(self, request: web.Request) -> web.Response:
+            return web.json_response(asdict(probe.report()))
+
+        async def _lag_reset(self, request: web.Request) -> web.Response:
+            probe.lags.clear()
+            return web.json_response({})
 
     lengths = LengthModel(median=args.median, sigma=args.sigma)
     servers = [
-        ThroughputServer(
+        Replica(
             throughput=args.replica_throughput,
             per_sequence_cap=args.per_sequence_cap,
             lengths=lengths,
@@ -85,12 +107,14 @@ async def serve_fleet(args: argparse.Namespace) -> None:
     ]
     for server in servers:
         await server.start()
+    probing = asyncio.get_running_loop().create_task(probe.run())
     print("READY " + " ".join(s.base_url for s in servers), flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
+    probing.cancel()
     for server in servers:
         await server.stop()
 
@@ -117,6 +141,11 @@ class Fleet:
     def reset(self) -> None:
         for url in self.urls:
             http_json(url.removesuffix("/v1") + "/stats/reset", "POST")
+        http_json(self.urls[0].removesuffix("/v1") + "/fleet-lag/reset", "POST")
+
+    def lag(self) -> dict[str, Any]:
+        """The fleet loop's lag since the last reset (``pacore_graph.runs.loop_lag`` report)."""
+        return http_json(self.urls[0].removesuffix("/v1") + "/fleet-lag")
 
     def stats(self) -> dict[str, Any]:
         snaps = [http_json(url.removesuffix("/v1") + "/stats") for url in self.urls]
@@ -287,6 +316,7 @@ def run_once(
         "busiest_replica_share": stats["busiest_share"],
         "peak_rss_mb": usage.ru_maxrss / 1024,
         "lag": lag,
+        "fleet_lag": fleet.lag(),
     }
 
 
@@ -327,7 +357,7 @@ def print_table(results: Results) -> None:
         f"{'tok/s':>9}{'repl':>5}{'probs':>6}  {'variant':<14}{'wall s':>7}{'limit s':>8}"
         f"{'w/limit':>8}{'serve/lim':>10}{'1st req':>8}{'CPU s':>7}{'us/smp':>7}{'smp/s':>8}"
         f"{'tok/s got':>10}"
-        f"{'lag p50':>8}{'p99':>6}{'max ms':>7}{'fleet CPU':>10}"
+        f"{'lag p50':>8}{'p99':>6}{'max ms':>7}{'fleet CPU':>10}{'fleet p99':>10}"
     )
     for (size, variant), runs in results.items():
         r0 = runs[0]
@@ -340,6 +370,7 @@ def print_table(results: Results) -> None:
             f"{median_of(runs, 'tokens_per_s'):>10.3g}{lag_of(runs, 'p50_ms'):>8}"
             f"{lag_of(runs, 'p99_ms'):>6}{lag_of(runs, 'max_ms'):>7}"
             f"{median_of(runs, 'fleet_cpu_share'):>9.0%}"
+            f"{statistics.median(r['fleet_lag']['p99_ms'] for r in runs):>9.0f}"
         )
 
 
