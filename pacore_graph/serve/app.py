@@ -12,8 +12,14 @@ Lifecycle rules a client can rely on:
 
 - A client that disconnects cancels its run: the graph task is cancelled, so
   no further round (and no further upstream call) starts for it.
-- Over ``max_concurrency`` runs, a request gets 429 with ``Retry-After``
-  instead of queueing without bound.
+- Over ``max_concurrency`` runs, a request waits in a FIFO queue
+  (:mod:`pacore_graph.serve.queue`) of at most ``max_queue`` requests for at
+  most ``queue_timeout_s``; 429 with ``Retry-After`` only when the queue is
+  full, 503 with ``Retry-After`` when the wait runs out. A client that hangs
+  up while queued leaves the queue at once.
+- ``GET /metrics`` is the Prometheus text (:mod:`pacore_graph.serve.metrics`).
+- A model name an upstream serves (not a PaCoRe name) is relayed to it as it
+  came, under the same queue and caps (:mod:`pacore_graph.serve.passthrough`).
 - ``GET /stats`` reports runs in progress and, over several upstreams, each
   replica's samples, failures and health.
 - On SIGTERM uvicorn stops accepting connections and waits for runs in
@@ -53,6 +59,13 @@ from pacore_graph.llm.client import ChatClient
 from pacore_graph.llm.multi_client import chat_client_for
 from pacore_graph.serve.errors import APIError, error_body, error_response
 from pacore_graph.serve.guard import BodyGuard, decode_json
+from pacore_graph.serve.metrics import CONTENT_TYPE, ReplicaCounts, ServeMetrics
+from pacore_graph.serve.passthrough import (
+    Passthrough,
+    PassthroughFailed,
+    PassthroughReply,
+    passthrough_budget,
+)
 from pacore_graph.serve.protocol import (
     RunRequest,
     completion_body,
@@ -61,9 +74,10 @@ from pacore_graph.serve.protocol import (
     parse_request,
     usage_body,
 )
+from pacore_graph.serve.queue import QueueFullError, QueueTimeoutError, RunQueue
 from pacore_graph.serve.settings import ServeSettings
 from pacore_graph.serve.streaming import ProgressTranslator, StreamChunks, sse, sse_done
-from pacore_graph.settings.grammar import LISTED_MODELS
+from pacore_graph.settings.grammar import LISTED_MODELS, parse_model_name
 
 __all__ = ["ServeState", "create_app"]
 
@@ -72,7 +86,7 @@ _log = logging.getLogger("pacore_graph.serve")
 
 
 class ServeState:
-    """The server's shared parts: client, graph, run admission, drain flag."""
+    """The server's shared parts: client, graph, run queue, metrics, drain flag."""
 
     def __init__(self, settings: ServeSettings, client: ChatClient | None = None) -> None:
         self.settings = settings
@@ -95,27 +109,80 @@ class ServeState:
             compactors=settings.compactors,
             limits=settings.limits,
         )
-        self.active = 0
+        #: Run admission: ``max_concurrency`` slots, then a bounded FIFO queue.
+        self.queue = RunQueue(
+            settings.max_concurrency, settings.max_queue, settings.queue_timeout_s
+        )
+        replica_stats = getattr(self.client, "stats", None)
+        self.metrics = ServeMetrics(
+            self.queue,
+            (
+                (lambda: [ReplicaCounts(r.samples, r.completion_tokens) for r in replica_stats()])
+                if callable(replica_stats)
+                else None
+            ),
+        )
+        #: Plain upstream model names relayed as they came (None: 404 for them).
+        self.passthrough = (
+            Passthrough(
+                settings.upstreams,
+                settings.model,
+                api_key=settings.upstream_api_key,
+                read_timeout_s=settings.sampling.timeout,
+            )
+            if settings.passthrough
+            else None
+        )
         self.draining = False
         self.started = int(time.time())
         #: Runs started and runs cancelled by a client disconnect (for tests and logs).
         self.runs_started = 0
         self.runs_cancelled = 0
 
-    def admit(self) -> None:
+        self._cleanups: set[asyncio.Task[None]] = set()
+
+    @property
+    def active(self) -> int:
+        """Runs holding a slot now (PaCoRe runs and relayed requests)."""
+        return self.queue.running
+
+    async def admit(self, request: Request) -> None:
+        """Take a run slot, queued in arrival order; leave the queue if the client goes."""
         if self.draining:
             raise APIError(503, "the server is shutting down; retry on another instance")
-        if self.active >= self.settings.max_concurrency:
-            raise APIError(
-                429,
-                f"too many PaCoRe runs in progress ({self.settings.max_concurrency}); retry later",
-                headers={"Retry-After": str(self.settings.retry_after_s)},
-            )
-        self.active += 1
+        retry_after = {"Retry-After": str(self.settings.retry_after_s)}
+        acquiring = asyncio.ensure_future(self.queue.acquire())
+        watch = asyncio.ensure_future(_wait_disconnect(request))
+        try:
+            await asyncio.wait({acquiring, watch}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            watch.cancel()
+            if not acquiring.done():
+                acquiring.cancel()  # the client went while queued: out of the queue
+            await asyncio.gather(watch, acquiring, return_exceptions=True)
+        if acquiring.cancelled():
+            self.metrics.finished("cancelled")
+            raise APIError(499, "client disconnected while queued", code="client_closed_request")
+        exc = acquiring.exception()
+        if isinstance(exc, QueueFullError):
+            self.metrics.finished("queue_full")
+            raise APIError(429, str(exc), code="queue_full", headers=retry_after)
+        if isinstance(exc, QueueTimeoutError):
+            self.metrics.finished("queue_timeout")
+            raise APIError(503, str(exc), code="queue_timeout", headers=retry_after)
+        if exc is not None:
+            raise exc
+        self.metrics.queue_wait.observe(acquiring.result())
         self.runs_started += 1
 
     def release(self) -> None:
-        self.active -= 1
+        self.queue.release()
+
+    def later(self, cleanup: Any) -> None:
+        """Run an awaitable clean-up from a synchronous callback, keeping a reference."""
+        task = asyncio.ensure_future(cleanup)
+        self._cleanups.add(task)
+        task.add_done_callback(self._cleanups.discard)
 
     def check_auth(self, request: Request) -> None:
         key = self.settings.api_key
@@ -200,6 +267,8 @@ def create_app(settings: ServeSettings, *, client: ChatClient | None = None) -> 
             aclose = getattr(state.client, "aclose", None)
             if state.owns_client and aclose is not None:
                 await aclose()
+            if state.passthrough is not None:
+                await state.passthrough.aclose()
 
     app = FastAPI(title="pacore serve", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.pacore = state
@@ -230,7 +299,16 @@ def create_app(settings: ServeSettings, *, client: ChatClient | None = None) -> 
     @app.get("/v1/models")
     async def models(request: Request) -> Response:
         state.check_auth(request)
-        return JSONResponse(listed_models(state.started, list(LISTED_MODELS)))
+        names = list(LISTED_MODELS)
+        if state.passthrough is not None:
+            names += [n for n in await state.passthrough.models() if n not in names]
+        return JSONResponse(listed_models(state.started, names))
+
+    @app.get("/metrics")
+    async def metrics(request: Request) -> Response:
+        """Prometheus text: queue, runs, replicas, upstream errors (names in docs/serve.md)."""
+        state.check_auth(request)
+        return Response(state.metrics.exposition(), media_type=CONTENT_TYPE)
 
     @app.get("/stats")
     async def stats(request: Request) -> Response:
@@ -241,6 +319,7 @@ def create_app(settings: ServeSettings, *, client: ChatClient | None = None) -> 
         return JSONResponse(
             {
                 "runs_in_progress": state.active,
+                "runs_queued": state.queue.queued,
                 "runs_started": state.runs_started,
                 "runs_cancelled": state.runs_cancelled,
                 "draining": state.draining,
@@ -253,6 +332,8 @@ def create_app(settings: ServeSettings, *, client: ChatClient | None = None) -> 
         state.check_auth(request)
         raw = await request.body()  # bounded and timed by BodyGuard
         body = decode_json(raw, max_depth=settings.max_json_depth)
+        if await _relayed(state, body):
+            return await _passthrough(state, request, body, raw)
         run = parse_request(
             body,
             defaults=state.graph_config,
@@ -260,14 +341,23 @@ def create_app(settings: ServeSettings, *, client: ChatClient | None = None) -> 
             compactors=settings.compactors,
         )
         graph = state.graph
-        state.admit()
+        await state.admit(request)
         inputs = {"messages": list(run.messages)}
         if run.stream:
             return _DisconnectAwareStream(_stream(state, graph, run, inputs), state.release)
+        started = time.monotonic()
+        outcome = "failed"
         try:
-            return JSONResponse(await _complete(state, request, graph, run, inputs))
+            answer = await _complete(state, request, graph, run, inputs)
+            outcome = "ok"
+            return JSONResponse(answer)
+        except APIError as exc:
+            outcome = "cancelled" if exc.status == 499 else "failed"
+            raise
         finally:
             state.release()
+            ran = time.monotonic() - started
+            state.metrics.finished(outcome, None if outcome == "cancelled" else ran)
 
     return app
 
@@ -292,8 +382,10 @@ async def _complete(
         raise APIError(499, "client disconnected", code="client_closed_request")
     exc = task.exception()
     if exc is not None:
+        state.metrics.failure(exc)
         raise _run_error(exc)
     result: PaCoReResult = task.result()["result"]
+    state.metrics.result(result)
     return completion_body(run, result, id_=id_)
 
 
@@ -318,6 +410,8 @@ async def _stream(
 
     task = asyncio.ensure_future(pump())
     finished = False
+    outcome = "failed"
+    started = time.monotonic()
     try:
         yield sse(chunks.chunk({"role": "assistant", "content": ""}))
         while True:
@@ -327,6 +421,7 @@ async def _stream(
                     yield sse(chunks.chunk(delta))
                 continue
             if kind == "error":
+                state.metrics.failure(payload)
                 err = _run_error(payload)
                 yield sse(error_body(err.status, err.message, code=err.code))
                 yield sse_done()
@@ -340,6 +435,8 @@ async def _stream(
             yield sse_done()
             finished = True
             return
+        state.metrics.result(result)
+        outcome = "ok"
         for delta in translator.finish():
             yield sse(chunks.chunk(delta))
         if not translator.streamed_content:
@@ -355,3 +452,89 @@ async def _stream(
             if not finished:
                 state.runs_cancelled += 1
         await asyncio.gather(task, return_exceptions=True)
+        if not finished:
+            state.metrics.finished("cancelled")
+        else:
+            state.metrics.finished(outcome, time.monotonic() - started)
+
+
+async def _relayed(state: ServeState, body: Any) -> bool:
+    """Whether the request names a plain model an upstream serves (not a PaCoRe name)."""
+    if state.passthrough is None or not isinstance(body, dict):
+        return False
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        return False
+    try:
+        parse_model_name(model)
+    except ValueError:
+        return await state.passthrough.serves(model)
+    return False
+
+
+async def _passthrough(
+    state: ServeState, request: Request, body: dict[str, Any], raw: bytes
+) -> Response:
+    """Relay the body to an upstream under the run queue and the sample budget."""
+    assert state.passthrough is not None
+    n = passthrough_budget(body, state.settings.limits)
+    stream = body.get("stream") is True
+    await state.admit(request)
+    started = time.monotonic()
+    budget = contextlib.AsyncExitStack()
+    handed_on = False
+    try:
+        await budget.enter_async_context(state.limiter.hold(n))
+        try:
+            reply = await state.passthrough.forward(raw, stream=stream)
+        except PassthroughFailed as exc:
+            state.metrics.passthrough.labels(str(exc.upstream), "error").inc()
+            state.metrics.upstream_errors.labels(exc.kind).inc()
+            raise
+        state.metrics.passthrough.labels(str(reply.upstream), str(reply.status)).inc()
+        if reply.status >= 400:
+            kind = "status" if reply.status >= 500 or reply.status == 429 else None
+            if kind is not None:
+                state.metrics.upstream_errors.labels(kind).inc()
+            raise APIError(
+                reply.status,
+                f"upstream #{reply.upstream} answered HTTP {reply.status}",
+                code="upstream_error",
+            )
+        if reply.stream is None:
+            state.metrics.finished("ok", time.monotonic() - started)
+            return Response(reply.body, status_code=reply.status, media_type=reply.content_type)
+        handed_on = True
+        return _DisconnectAwareStream(
+            _relay(state, reply, started), lambda: _relay_closed(state, budget)
+        )
+    except APIError as exc:
+        if exc.status != 499:
+            state.metrics.finished("failed", time.monotonic() - started)
+        raise
+    finally:
+        if not handed_on:
+            await budget.aclose()
+            state.release()
+
+
+async def _relay(
+    state: ServeState, reply: PassthroughReply, started: float
+) -> AsyncIterator[bytes]:
+    """The upstream's stream, chunk by chunk as it arrives."""
+    finished = False
+    try:
+        async for chunk in reply.chunks():
+            yield chunk
+        finished = True
+    finally:
+        if finished:
+            state.metrics.finished("ok", time.monotonic() - started)
+        else:
+            state.metrics.finished("cancelled")
+
+
+def _relay_closed(state: ServeState, budget: contextlib.AsyncExitStack) -> None:
+    """A relayed stream ended however it did: its samples' room and its slot go back."""
+    state.later(budget.aclose())
+    state.release()

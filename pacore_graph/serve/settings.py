@@ -16,6 +16,8 @@ __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
     "DEFAULT_MAX_CONNECTIONS",
     "DEFAULT_MAX_JSON_DEPTH",
+    "DEFAULT_MAX_QUEUE",
+    "DEFAULT_QUEUE_TIMEOUT_S",
     "ServeSettings",
 ]
 
@@ -33,6 +35,13 @@ DEFAULT_HEADER_TIMEOUT_S = 10.0
 DEFAULT_BODY_TIMEOUT_S = 30.0
 #: Deepest JSON nesting a body may have (a chat request needs about 5).
 DEFAULT_MAX_JSON_DEPTH = 32
+#: Requests waiting for a run slot at most (``--max-queue``); more get 429. Generous:
+#: a waiting request costs a connection and a few KiB, and a queue, unlike a 429,
+#: keeps arrival order; under ``--max-connections`` (512) it rarely binds.
+DEFAULT_MAX_QUEUE = 1024
+#: Seconds a request may wait for a slot (``--queue-timeout``): then 503. Half the
+#: ``openai`` SDK's 600 s default timeout, so a queued client hears back in time.
+DEFAULT_QUEUE_TIMEOUT_S = 300.0
 
 
 def _check_upstream(url: str, index: int) -> None:
@@ -59,8 +68,12 @@ class ServeSettings:
     ``upstreams`` are replicas of ``model`` (an OpenAI-compatible base URL
     each); ``api_key`` is the key *clients* must present (None: open), while
     ``upstream_api_key`` is sent to the upstreams. ``max_concurrency`` bounds
-    PaCoRe runs in progress (more get 429 with ``Retry-After``);
-    ``max_samples_in_flight`` bounds upstream sequences across all runs.
+    runs in progress; more wait in arrival order, at most ``max_queue`` of them
+    (beyond: 429 with ``Retry-After``) for at most ``queue_timeout_s`` (None:
+    no limit; then 503 with ``Retry-After``); ``max_samples_in_flight`` bounds
+    upstream sequences across all runs. ``passthrough`` relays requests for a
+    model name an upstream serves (``model`` or its ``/v1/models``) as they
+    came, under the same queue and caps.
 
     What one request may ask for is capped by ``limits`` (rounds, samples,
     ``max_tokens``; 400 over them) and its compactor chosen among
@@ -75,6 +88,9 @@ class ServeSettings:
     api_key: str | None = None
     upstream_api_key: str | None = None
     max_concurrency: int = 64
+    max_queue: int = DEFAULT_MAX_QUEUE
+    queue_timeout_s: float | None = DEFAULT_QUEUE_TIMEOUT_S
+    passthrough: bool = True
     max_samples_in_flight: int = 256
     compactor: str = "conclusion"
     sampling: SamplingParams = field(default_factory=SamplingParams)
@@ -100,6 +116,10 @@ class ServeSettings:
             raise ValueError("--model must name the upstream's served model")
         if self.max_concurrency < 1:
             raise ValueError(f"--max-concurrency must be >= 1, got {self.max_concurrency}")
+        if not 0 <= self.max_queue <= 1_000_000:
+            raise ValueError(f"--max-queue must be in [0, 1000000], got {self.max_queue}")
+        if self.queue_timeout_s is not None and not self.queue_timeout_s > 0:
+            raise ValueError(f"--queue-timeout must be > 0, got {self.queue_timeout_s}")
         if not 1 <= self.max_samples_in_flight <= 100_000:
             raise ValueError("--max-samples-in-flight must be in [1, 100000]")
         if self.retry_after_s < 0:

@@ -95,7 +95,8 @@ def test_settings_validate() -> None:
 
 def test_models_listed(served: RunningServe) -> None:
     ids = [m.id for m in sdk(served).models.list()]
-    assert ids == ["pacore-low", "pacore-medium", "pacore-high"]
+    # The PaCoRe methods, then the upstream's own model (passed through by name).
+    assert ids == ["pacore-low", "pacore-medium", "pacore-high", "scripted"]
 
 
 def test_completion_matches_the_library(served: RunningServe, upstream: ScriptedServer) -> None:
@@ -372,9 +373,11 @@ def test_upstream_failure_is_a_502_not_a_traceback() -> None:
 # --------------------------------------------------------------------------- limits
 
 
-async def test_over_max_concurrency_is_429_with_retry_after() -> None:
+async def test_over_max_concurrency_without_a_queue_is_429_with_retry_after() -> None:
     with ScriptedServer(latency=0.5).run_in_thread() as slow:  # noqa: SIM117
-        with running_serve(settings(slow, max_concurrency=1, retry_after_s=3)) as srv:
+        with running_serve(
+            settings(slow, max_concurrency=1, max_queue=0, retry_after_s=3)
+        ) as srv:
             body = {"model": "pacore:1", "messages": [{"role": "user", "content": "q"}]}
             async with aiohttp.ClientSession() as session:
 
