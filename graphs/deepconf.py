@@ -382,9 +382,9 @@ class DeepConfOnlineNodes(PaCoReNodes):
         r = state["round"]
         if r == 0:
             return await PaCoReNodes.fan_out(self, state)
-        shape = state.get("settings")
-        sampling = self.config.sampling if shape is None else shape.sampling
-        width = state.get("width") or self.run_schedule(state)[r]
+        shape = self.run_shape(state)
+        sampling = shape.sampling
+        width = state.get("width") or shape.schedule[r]
         tasks = tuple(
             StoppingTask(
                 run_id=state["run_id"],
@@ -401,6 +401,13 @@ class DeepConfOnlineNodes(PaCoReNodes):
             for i in range(width)
         )
         return [Send("explore", ExploreGroup(tasks))]
+
+
+def _with_logprobs(config: PaCoReConfig, top_logprobs: int) -> PaCoReConfig:
+    """``config`` asking for log-probabilities (the sampling value is validated on its own)."""
+    return config.model_copy(
+        update={"sampling": confidence_sampling(config.sampling, top_logprobs)}
+    )
 
 
 def default_warmup(n: int) -> int:
@@ -427,14 +434,7 @@ def build_deepconf_graph(
     """Offline DeepConf over ``n`` traces (``deepconf:N``); ``kwargs`` as for the builder."""
     _check_n("deepconf:N", n, 1)
     vote = ConfidenceVote(share=share, window=window, extract=extract)
-    base = config or PaCoReConfig()
-    cfg = PaCoReConfig.model_validate(
-        {
-            **base.model_dump(),
-            "rounds": [n],
-            "sampling": confidence_sampling(base.sampling, top_logprobs).model_dump(),
-        }
-    )
+    cfg = _with_logprobs((config or PaCoReConfig()).with_settings({"rounds": [n]}), top_logprobs)
     return build_pacore_graph(client, config=cfg, aggregator=vote, name="deepconf", **kwargs)
 
 
@@ -465,13 +465,8 @@ def build_deepconf_online_graph(
     if isinstance(keep, bool) or not 0 < keep <= 1:
         raise ValueError(f"deepconf-online: keep must be a share in (0, 1]; got {keep!r}")
     vote = OnlineConfidenceVote(keep=keep, window=window, extract=extract)
-    base = config or PaCoReConfig()
-    cfg = PaCoReConfig.model_validate(
-        {
-            **base.model_dump(),
-            "rounds": [w, n - w],
-            "sampling": confidence_sampling(base.sampling, top_logprobs).model_dump(),
-        }
+    cfg = _with_logprobs(
+        (config or PaCoReConfig()).with_settings({"rounds": [w, n - w]}), top_logprobs
     )
     parts = method_parts(
         client,

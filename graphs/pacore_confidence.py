@@ -141,12 +141,7 @@ def build_pacore_confidence_graph(
         else reference_filter
     )
     base = config or PaCoReConfig()
-    cfg = PaCoReConfig.model_validate(
-        {
-            **base.model_dump(),
-            "sampling": confidence_sampling(base.sampling, top_logprobs).model_dump(),
-        }
-    )
+    cfg = base.model_copy(update={"sampling": confidence_sampling(base.sampling, top_logprobs)})
     parts = method_parts(
         client,
         cfg,

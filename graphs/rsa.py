@@ -206,9 +206,8 @@ class RSANodes(PaCoReNodes):
         r = state["round"]
         if r == 0:
             return await PaCoReNodes.fan_out(self, state)
-        shape = state.get("settings")
-        schedule = self.run_schedule(state)
-        sampling = self.config.sampling if shape is None else shape.sampling
+        shape = self.run_shape(state)
+        schedule, sampling = shape.schedule, shape.sampling
         subsets = state.get("subsets") or ()
         by_index = {t.index: t for t in state["rounds"][-1]}
         question = _question(state["conversation"])
@@ -276,8 +275,7 @@ def build_rsa_graph(
         raise ValueError(f"rsa final must be 'majority' or 'aggregate'; got {final!r}")
     if task not in RSA_TASKS:
         raise ValueError(f"rsa task must be one of {', '.join(RSA_TASKS)}; got {task!r}")
-    base = config or PaCoReConfig()
-    cfg = PaCoReConfig.model_validate({**base.model_dump(), "rounds": [n] * t})
+    cfg = (config or PaCoReConfig()).with_settings({"rounds": [n] * t})  # validated widths
     parts = method_parts(
         client,
         cfg,
