@@ -356,10 +356,10 @@ def _serve_args(srv: argparse.ArgumentParser) -> None:
     srv.add_argument(
         "--upstream",
         action="append",
-        required=True,
-        help="OpenAI-compatible model server, e.g. http://gpu1:8000/v1; repeat for replicas",
+        help="OpenAI-compatible model server, e.g. http://gpu1:8000/v1; repeat for replicas "
+        "(default: start the embedded model, as pacore run does)",
     )
-    srv.add_argument("--model", required=True, help="the upstreams' served model name")
+    srv.add_argument("--model", help="the upstreams' served model name (with --upstream)")
     srv.add_argument(
         "--host",
         default="127.0.0.1",
@@ -380,7 +380,26 @@ def _serve_args(srv: argparse.ArgumentParser) -> None:
         "--upstream-api-key", help="key sent upstream (default: $PACORE_API_KEY/$OPENAI_API_KEY)"
     )
     srv.add_argument(
-        "--max-concurrency", type=int, default=64, help="PaCoRe runs at once (more get 429)"
+        "--max-concurrency", type=int, default=64, help="runs at once (more wait in the queue)"
+    )
+    srv.add_argument(
+        "--max-queue",
+        type=int,
+        default=1024,
+        help="requests waiting for a run slot, in arrival order; beyond, 429 (default: 1024)",
+    )
+    srv.add_argument(
+        "--queue-timeout",
+        type=float,
+        default=300.0,
+        help="seconds a request may wait in the queue, then 503; 0 for no limit (default: 300)",
+    )
+    srv.add_argument(
+        "--passthrough",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="relay requests for a model the upstream serves (--model, its /v1/models) "
+        "unchanged (default: on)",
     )
     srv.add_argument(
         "--max-samples-in-flight",

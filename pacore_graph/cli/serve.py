@@ -1,5 +1,10 @@
 """``pacore serve``: PaCoRe behind an OpenAI-compatible API (the ``[serve]`` extra).
 
+Without ``--upstream`` it starts the embedded model and serves PaCoRe over it,
+as ``pacore run`` does without ``--base-url``: one command gives a working
+server on a CPU-only machine. The settings are checked first (exit 2 before
+anything starts); the embedded model stops when the server does.
+
 Guard rails checked before the server starts (exit 2): an ``--upstream``
 carrying ``user:pass@`` is refused (the key goes in ``--upstream-api-key``),
 and so is a ``--host`` off loopback without an API key, unless
@@ -10,6 +15,8 @@ a keyless server spends its upstream's compute.
 from __future__ import annotations
 
 import argparse
+import asyncio
+import dataclasses
 import sys
 from typing import Any
 
@@ -28,7 +35,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     try:
         from pacore_graph.serve import API_KEY_ENV_VAR, ServeSettings, serve
-        from pacore_graph.serve.server import is_loopback
+        from pacore_graph.serve.server import is_loopback, serve_async
     except ImportError as exc:
         raise UsageError(
             f"pacore serve needs the serve extra (pip install 'pacore-graph[serve]'): {exc}"
@@ -39,15 +46,27 @@ def _serve(args: argparse.Namespace) -> int:
         if getattr(args, key) is not None
     }
     api_key = args.api_key or os.environ.get(API_KEY_ENV_VAR) or None
+    upstreams = tuple(args.upstream or ())
+    if upstreams and not args.model:
+        raise UsageError("--model is required with --upstream (the upstreams' served model)")
+    if args.model and not upstreams:
+        raise UsageError(
+            "--model names the --upstream's model; without --upstream the embedded model is served"
+        )
+    # Checked before the embedded model starts; its URL and name replace these then.
+    placeholder = ("http://127.0.0.1:1/v1",), "embedded"
     try:
         compactor_from_name(args.compactor)
         base = PaCoReConfig().with_settings(given)
         settings = ServeSettings(
-            upstreams=tuple(args.upstream),
-            model=args.model,
+            upstreams=upstreams or placeholder[0],
+            model=args.model or placeholder[1],
             api_key=api_key,
             upstream_api_key=args.upstream_api_key,
             max_concurrency=args.max_concurrency,
+            max_queue=args.max_queue,
+            queue_timeout_s=args.queue_timeout if args.queue_timeout > 0 else None,
+            passthrough=args.passthrough,
             max_samples_in_flight=args.max_samples_in_flight,
             compactor=args.compactor,
             sampling=base.sampling,
@@ -77,11 +96,27 @@ def _serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
             flush=True,
         )
-    serve(
-        settings,
-        host=args.host,
-        port=args.port,
-        drain_timeout=args.drain_timeout,
-        log_level=args.log_level,
-    )
+    where = {
+        "host": args.host,
+        "port": args.port,
+        "drain_timeout": args.drain_timeout,
+        "log_level": args.log_level,
+    }
+    if upstreams:
+        serve(settings, **where)
+        return 0
+
+    async def over_the_embedded_model() -> None:
+        from pacore_graph.embedded import model_endpoint
+
+        print(
+            "starting the embedded model server (SmolLM2-135M-Instruct, llama.cpp)...",
+            file=sys.stderr,
+            flush=True,
+        )
+        async with model_endpoint(None, None) as (base_url, model):
+            embedded = dataclasses.replace(settings, upstreams=(base_url,), model=model)
+            await serve_async(embedded, **where)
+
+    asyncio.run(over_the_embedded_model())
     return 0

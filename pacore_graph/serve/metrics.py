@@ -31,6 +31,7 @@ The names (documented in docs/serve.md):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -38,7 +39,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from pacore_graph.errors import ModelCallError, RoundFailedError
+from pacore_graph.errors import ERROR_KINDS, ModelCallError, RoundFailedError
 from pacore_graph.graph.records import PaCoReResult
 from pacore_graph.serve.queue import RunQueue
 
@@ -69,8 +70,22 @@ def _kinds() -> dict[str, str]:
 _KIND_OF_CLASS = _kinds()
 
 
+#: How a recorded error text starts, per kind (a trajectory keeps its error's text only:
+#: ``str(exc)`` of the client's errors, or ``"ClassName: message"``).
+_KIND_OF_TEXT = (
+    (re.compile(r"HTTP \d{3}\b"), "status"),
+    (re.compile(r"(timed out|call deadline)"), "timeout"),
+    (re.compile(r"(cannot reach|the stream ended)"), "transport"),
+    (re.compile(r"server returned no content"), "no_content"),
+)
+
+
 def error_kind(text: str) -> str:
     """The kind of a failed trajectory's error text (``other`` when it names none)."""
+    text = text.strip()
+    for pattern, kind in _KIND_OF_TEXT:
+        if pattern.match(text):
+            return kind
     return _KIND_OF_CLASS.get(text.partition(":")[0].strip(), "other")
 
 
@@ -150,6 +165,8 @@ class ServeMetrics:
             ["kind"],
             registry=self.registry,
         )
+        for kind in ERROR_KINDS:
+            self.upstream_errors.labels(kind)  # every kind present, at 0 until one happens
         self.passthrough = Counter(
             "pacore_passthrough_requests",
             "requests proxied to the upstream by model name, by upstream and status",

@@ -33,6 +33,7 @@ __all__ = [
     "header_deadline_protocol",
     "is_loopback",
     "serve",
+    "serve_async",
     "uvicorn_config",
 ]
 
@@ -140,6 +141,24 @@ class _DrainingServer(uvicorn.Server):
         super().handle_exit(sig, frame)
 
 
+def _server(
+    settings: ServeSettings, host: str, port: int, drain_timeout: int | None, log_level: str
+) -> _DrainingServer:
+    app = create_app(settings)
+    config = uvicorn_config(
+        app, settings, host=host, port=port, drain_timeout=drain_timeout, log_level=log_level
+    )
+    upstreams = ", ".join(settings.upstreams)  # credentials were refused by ServeSettings
+    plain = f"; {settings.model} passed through" if settings.passthrough else ""
+    print(
+        f"pacore serve: models pacore-low|medium|high and pacore:K,.. over {settings.model} "
+        f"at {upstreams}{plain}",
+        file=sys.stderr,
+        flush=True,
+    )
+    return _DrainingServer(config, app.state.pacore)
+
+
 def serve(
     settings: ServeSettings,
     *,
@@ -149,16 +168,16 @@ def serve(
     log_level: str = "info",
 ) -> None:
     """Serve until SIGTERM/SIGINT, then drain and return."""
-    app = create_app(settings)
-    config = uvicorn_config(
-        app, settings, host=host, port=port, drain_timeout=drain_timeout, log_level=log_level
-    )
-    server = _DrainingServer(config, app.state.pacore)
-    upstreams = ", ".join(settings.upstreams)  # credentials were refused by ServeSettings
-    print(
-        f"pacore serve: models pacore-low|medium|high and pacore:K,.. over {settings.model} "
-        f"at {upstreams}",
-        file=sys.stderr,
-        flush=True,
-    )
-    server.run()
+    _server(settings, host, port, drain_timeout, log_level).run()
+
+
+async def serve_async(
+    settings: ServeSettings,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    drain_timeout: int | None = 600,
+    log_level: str = "info",
+) -> None:
+    """:func:`serve` in a running loop: beside something else the loop owns (the embedded model)."""
+    await _server(settings, host, port, drain_timeout, log_level).serve()
