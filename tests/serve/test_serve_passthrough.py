@@ -1,0 +1,200 @@
+"""Plain upstream model names through ``pacore serve``: relayed as they came, over real HTTP.
+
+Two upstreams: a fixed one whose answers are exact bytes (so "unchanged" is
+checked byte for byte, JSON and SSE), and the scripted server for the
+``openai`` SDK, the caps and the queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from aiohttp import web
+from serve_support import RunningServe, running_serve
+
+from pacore_graph.serve import ServeSettings
+from pacore_graph.settings.request_limits import RequestLimits
+from pacore_graph.testing import ScriptedServer
+from pacore_graph.testing.loopback_server import LoopbackServer
+
+#: An answer no serializer of ours would produce: odd spacing, an extra field, key order.
+FIXED_JSON = (
+    b'{"id":"up-1",  "object":"chat.completion","created":1,"model":"plain-a",'
+    b'"choices":[{"index":0,"message":{"role":"assistant","content":"42"},'
+    b'"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,'
+    b'"total_tokens":4},"x_upstream_only":[1,2]}'
+)
+FIXED_SSE = [
+    b'data: {"id":"up-2","object":"chat.completion.chunk","choices":[{"index":0,'
+    b'"delta":{"role":"assistant","content":""}}]}\n\n',
+    b'data: {"id":"up-2","object":"chat.completion.chunk","choices":[{"index":0,'
+    b'"delta":{"content":"4"}}]}\n\n',
+    b'data: {"id":"up-2","object":"chat.completion.chunk","choices":[{"index":0,'
+    b'"delta":{"content":"2"},"finish_reason":"stop"}]}\n\n',
+    b"data: [DONE]\n\n",
+]
+LEAK = "secret-upstream-detail"
+
+
+class FixedUpstream(LoopbackServer):
+    """Answers fixed bytes and keeps each request's raw body."""
+
+    def __init__(self) -> None:
+        super().__init__(host="127.0.0.1", port=0, backlog=64)
+        self.bodies: list[bytes] = []
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        raw = await request.read()
+        self.bodies.append(raw)
+        body = json.loads(raw)
+        if body["messages"][-1]["content"] == "refuse":
+            return web.Response(status=400, text=json.dumps({"error": {"message": LEAK}}))
+        if not body.get("stream"):
+            return web.Response(body=FIXED_JSON, content_type="application/json")
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        for event in FIXED_SSE:
+            await resp.write(event)
+            await asyncio.sleep(0.01)
+        await resp.write_eof()
+        return resp
+
+    async def _models(self, request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{"id": "plain-a"}, {"id": "plain-b"}]})
+
+    async def _health(self, request: web.Request) -> web.Response:
+        return web.Response()
+
+
+@pytest.fixture
+def fixed() -> Iterator[tuple[FixedUpstream, RunningServe]]:
+    with FixedUpstream().run_in_thread() as upstream:  # noqa: SIM117
+        with running_serve(ServeSettings(upstreams=(upstream.base_url,), model="plain-a")) as srv:
+            yield upstream, srv
+
+
+def test_models_lists_the_upstreams_names_beside_pacores(
+    fixed: tuple[FixedUpstream, RunningServe],
+) -> None:
+    _, srv = fixed
+    ids = [m.id for m in openai.OpenAI(base_url=srv.base_url, api_key="x").models.list()]
+    assert ids == ["pacore-low", "pacore-medium", "pacore-high", "plain-a", "plain-b"]
+
+
+def test_a_plain_name_is_relayed_byte_for_byte(fixed: tuple[FixedUpstream, RunningServe]) -> None:
+    upstream, srv = fixed
+    sent = b'{"model": "plain-b", "messages": [{"role": "user", "content": "q"}], "foo": 1}'
+    resp = httpx.post(
+        f"{srv.base_url}/chat/completions",
+        content=sent,
+        headers={"Content-Type": "application/json"},
+    )
+    assert resp.status_code == 200
+    assert resp.content == FIXED_JSON
+    # The request too: the body's bytes, a field PaCoRe would refuse ("foo") included.
+    assert upstream.bodies == [sent]
+
+
+def test_a_plain_stream_is_relayed_chunk_for_chunk(
+    fixed: tuple[FixedUpstream, RunningServe],
+) -> None:
+    upstream, srv = fixed
+    sent = {"model": "plain-a", "stream": True, "messages": [{"role": "user", "content": "q"}]}
+    with httpx.stream("POST", f"{srv.base_url}/chat/completions", json=sent) as resp:
+        assert resp.status_code == 200
+        assert resp.headers["content-type"].startswith("text/event-stream")
+        received = b"".join(resp.iter_raw())
+    assert received == b"".join(FIXED_SSE)
+    assert json.loads(upstream.bodies[0]) == sent
+    # And the SDK reads it as a stream.
+    stream = openai.OpenAI(base_url=srv.base_url, api_key="x").chat.completions.create(
+        model="plain-a", messages=[{"role": "user", "content": "q"}], stream=True
+    )
+    assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == "42"
+
+
+def test_an_upstream_refusal_keeps_its_status_not_its_text(
+    fixed: tuple[FixedUpstream, RunningServe],
+) -> None:
+    _, srv = fixed
+    sent = {"model": "plain-a", "messages": [{"role": "user", "content": "refuse"}]}
+    resp = httpx.post(f"{srv.base_url}/chat/completions", json=sent)
+    assert resp.status_code == 400
+    assert LEAK not in resp.text and "127.0.0.1" not in resp.text
+    assert resp.json()["error"]["code"] == "upstream_error"
+
+
+def test_an_unknown_name_is_still_404(fixed: tuple[FixedUpstream, RunningServe]) -> None:
+    upstream, srv = fixed
+    sent = {"model": "gpt-nonesuch", "messages": [{"role": "user", "content": "q"}]}
+    resp = httpx.post(f"{srv.base_url}/chat/completions", json=sent)
+    assert resp.status_code == 404
+    assert upstream.bodies == []
+
+
+def test_no_passthrough_means_404_and_no_listing() -> None:
+    with FixedUpstream().run_in_thread() as upstream:  # noqa: SIM117
+        with running_serve(
+            ServeSettings(upstreams=(upstream.base_url,), model="plain-a", passthrough=False)
+        ) as srv:
+            sent = {"model": "plain-a", "messages": [{"role": "user", "content": "q"}]}
+            assert httpx.post(f"{srv.base_url}/chat/completions", json=sent).status_code == 404
+            ids = [m["id"] for m in httpx.get(f"{srv.base_url}/models").json()["data"]]
+    assert ids == ["pacore-low", "pacore-medium", "pacore-high"]
+    assert upstream.bodies == []
+
+
+def _scripted(upstream: ScriptedServer, **overrides: Any) -> ServeSettings:
+    fields: dict[str, Any] = {"upstreams": (upstream.base_url,), "model": "scripted"}
+    fields.update(overrides)
+    return ServeSettings(**fields)
+
+
+def test_the_sdk_gets_the_upstreams_own_answer_and_the_caps_still_apply() -> None:
+    limits = RequestLimits(max_tokens_cap=64, max_samples_per_request=4)
+    with ScriptedServer().run_in_thread() as upstream:  # noqa: SIM117
+        with running_serve(_scripted(upstream, limits=limits)) as srv:
+            client = openai.OpenAI(base_url=srv.base_url, api_key="x", max_retries=0)
+            ask: list[Any] = [{"role": "user", "content": "What is 2+3?"}]
+            relayed = client.chat.completions.create(
+                model="scripted", messages=ask, max_tokens=64, seed=3
+            )
+            direct = openai.OpenAI(base_url=upstream.base_url, api_key="x").chat.completions
+            same = direct.create(model="scripted", messages=ask, max_tokens=64, seed=3)
+            calls_before = upstream.request_count
+            with pytest.raises(openai.BadRequestError) as too_long:
+                client.chat.completions.create(model="scripted", messages=ask, max_tokens=65)
+            with pytest.raises(openai.BadRequestError) as too_many:
+                client.chat.completions.create(model="scripted", messages=ask, n=5)
+            metrics = httpx.get(f"http://127.0.0.1:{srv.server.config.port}/metrics").text
+    assert relayed.choices[0].message.content == same.choices[0].message.content
+    assert relayed.model == "scripted"
+    assert "max_tokens" in str(too_long.value) and "'n'" in str(too_many.value)
+    assert upstream.request_count == calls_before  # refused before anything was sent
+    assert 'pacore_passthrough_requests_total{status="200",upstream="0"} 1.0' in metrics
+    assert 'pacore_runs_total{outcome="ok"} 1.0' in metrics
+
+
+async def test_relayed_requests_wait_in_the_same_queue() -> None:
+    with ScriptedServer(latency=0.4).run_in_thread() as slow:  # noqa: SIM117
+        with running_serve(_scripted(slow, max_concurrency=1, max_queue=0)) as srv:
+            client = openai.AsyncOpenAI(base_url=srv.base_url, api_key="x", max_retries=0)
+            ask: list[Any] = [{"role": "user", "content": "q"}]
+            first = asyncio.ensure_future(
+                client.chat.completions.create(model="scripted", messages=ask)
+            )
+            for _ in range(3000):
+                if srv.state.active == 1:
+                    break
+                await asyncio.sleep(0.01)
+            with pytest.raises(openai.RateLimitError):
+                await client.chat.completions.create(model="scripted", messages=ask)
+            assert (await first).choices[0].message.content
+            await client.close()
+    assert slow.request_count == 1
