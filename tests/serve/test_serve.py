@@ -375,9 +375,7 @@ def test_upstream_failure_is_a_502_not_a_traceback() -> None:
 
 async def test_over_max_concurrency_without_a_queue_is_429_with_retry_after() -> None:
     with ScriptedServer(latency=0.5).run_in_thread() as slow:  # noqa: SIM117
-        with running_serve(
-            settings(slow, max_concurrency=1, max_queue=0, retry_after_s=3)
-        ) as srv:
+        with running_serve(settings(slow, max_concurrency=1, max_queue=0, retry_after_s=3)) as srv:
             body = {"model": "pacore:1", "messages": [{"role": "user", "content": "q"}]}
             async with aiohttp.ClientSession() as session:
 
@@ -561,6 +559,19 @@ def test_pacore_serve_bad_arguments_exit_2(capsys: pytest.CaptureFixture[str]) -
     assert "compactor" in capsys.readouterr().err
     assert main(["serve", "--upstream", "http://a/v1", "--model", "m", "--temperature", "9"]) == 2
     assert "temperature" in capsys.readouterr().err
+
+
+def test_pacore_serve_model_needs_upstream_and_the_other_way_round(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from pacore_graph.cli import main
+
+    assert main(["serve", "--model", "m"]) == 2
+    assert "without --upstream the embedded model is served" in capsys.readouterr().err
+    assert main(["serve", "--upstream", "http://a/v1"]) == 2
+    assert "--model is required with --upstream" in capsys.readouterr().err
+    assert main(["serve", "--max-queue", "-1"]) == 2
+    assert "--max-queue" in capsys.readouterr().err
 
 
 def test_stats_report_runs_and_replicas() -> None:

@@ -1,11 +1,17 @@
-"""``pacore serve`` in front of the real embedded model: real tokens, streamed."""
+"""``pacore serve`` in front of the real embedded model: real tokens, streamed; its default."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+import time
+
+import httpx
 import openai
 import pytest
 from embedded_support import require_embedded
-from serve_support import running_serve
+from serve_support import free_port, running_serve
 
 from pacore_graph.serve import ServeSettings
 from pacore_graph.settings.config import SamplingParams
@@ -50,3 +56,62 @@ async def test_serve_streams_real_tokens_from_the_embedded_model() -> None:
     assert [r["width"] for r in rounds] == [2, 1]
     assert all(0 < r["completion_tokens"] <= 32 * r["width"] for r in rounds)
     assert usage.completion_tokens == sum(r["completion_tokens"] for r in rounds)
+
+
+def test_pacore_serve_without_upstream_starts_the_embedded_model() -> None:
+    """``pacore serve`` with no ``--upstream``: the embedded model behind it, PaCoRe and plain."""
+    require_embedded()
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pacore_graph.cli",
+            "serve",
+            "--port",
+            str(port),
+            "--max-tokens",
+            "16",
+            "--log-level",
+            "warning",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 240  # the model loads first on a loaded machine
+        while True:
+            try:
+                if httpx.get(f"{base}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            assert time.monotonic() < deadline, "pacore serve did not start"
+            time.sleep(0.2)
+        client = openai.OpenAI(base_url=f"{base}/v1", api_key="x", max_retries=0)
+        ids = [m.id for m in client.models.list()]
+        plain = [name for name in ids if not name.startswith("pacore")]
+        reply = client.chat.completions.create(
+            model="pacore:2", messages=[{"role": "user", "content": "What is 2 + 3?"}]
+        )
+        relayed = client.chat.completions.create(
+            model=plain[0], messages=[{"role": "user", "content": "Hi"}], max_tokens=8
+        )
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(60)
+        stderr = proc.stderr.read() if proc.stderr else ""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert ids[:3] == ["pacore-low", "pacore-medium", "pacore-high"] and plain
+    assert reply.usage is not None
+    assert [r["width"] for r in (reply.usage.model_extra or {})["rounds"]] == [2, 1]
+    assert relayed.model == plain[0] and relayed.choices[0].message.content
+    assert "starting the embedded model server" in stderr
+    assert code in (0, -signal.SIGTERM)
+    with pytest.raises(httpx.TransportError):
+        httpx.get(f"{base}/health", timeout=1)
