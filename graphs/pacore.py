@@ -20,9 +20,12 @@ defaults suited to a server:
 Each request may change the run's shape through its context (the graph's
 ``context_schema``, published by ``langgraph dev``): ``preset``, ``rounds``,
 ``compactor``, ``temperature``, ``top_p``, ``max_tokens``, ``seed`` (see
-:mod:`pacore_graph.settings.per_run`), within those caps; its ``compactor`` is a built-in name (``conclusion``, ``answer``,
-``budget:N``), never a ``module:attr`` (``PACORE_COMPACTOR``, the operator's,
-may be one). The assistant publishes the graph's input and output schemas.
+:mod:`pacore_graph.settings.per_run`), within those caps; its ``compactor``
+is a built-in name (``conclusion``, ``answer``, ``budget:N``), never a
+``module:attr`` (``PACORE_COMPACTOR``, the operator's, may be one). The
+assistant publishes the graph's input and output schemas, the context schema
+with each setting's type, bounds (the caps included) and the graph's own
+value as its default.
 """
 
 from __future__ import annotations
@@ -32,7 +35,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from pacore_graph.graph.builder import build_pacore_graph
-from pacore_graph.graph.compaction import compactor_from_name
 from pacore_graph.llm.multi_client import chat_client_for
 from pacore_graph.settings.config import PaCoReConfig
 from pacore_graph.settings.env_settings import PaCoReSettings, load_settings
@@ -68,7 +70,7 @@ def make_graph(env: Mapping[str, str] = os.environ) -> Any:
     return build_pacore_graph(
         client,
         config=config,
-        compactor=compactor_from_name(settings.compactor),
+        compactor=settings.compactor,  # a name, so the context schema shows it as the default
         limits=settings.limits(),
     )
 

@@ -359,7 +359,10 @@ def _serve_args(srv: argparse.ArgumentParser) -> None:
         help="OpenAI-compatible model server, e.g. http://gpu1:8000/v1; repeat for replicas "
         "(default: start the embedded model, as pacore run does)",
     )
-    srv.add_argument("--model", help="the upstreams' served model name (with --upstream)")
+    srv.add_argument(
+        "--model",
+        help="the upstreams' served model name, with --upstream (default: the embedded model)",
+    )
     srv.add_argument(
         "--host",
         default="127.0.0.1",

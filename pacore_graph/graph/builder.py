@@ -197,7 +197,9 @@ def build_pacore_graph(
     )
     builder = StateGraph(
         PaCoReState,
-        context_schema=run_context_schema(cfg, compactor if isinstance(compactor, str) else None),
+        context_schema=run_context_schema(
+            cfg, compactor if isinstance(compactor, str) else None, run_limits
+        ),
         input_schema=PaCoReInput,
         output_schema=PaCoReOutput,
     )

@@ -138,20 +138,36 @@ RunSettings.__doc__ = "The settings a PaCoRe graph reads per run (all optional).
 _typed_dict: Any = TypedDict
 
 
-def run_context_schema(base: PaCoReConfig | None = None, compactor: str | None = None) -> Any:
+def run_context_schema(
+    base: PaCoReConfig | None = None,
+    compactor: str | None = None,
+    limits: RequestLimits | None = None,
+) -> Any:
     """The graph's ``context_schema``: the per-run keys with types, bounds, help and defaults.
 
     A ``TypedDict``, so LangGraph passes a run's context through as given and
     the graph validates it (a bad value fails the run naming the key, not
     inside LangGraph's coercion), while ``langgraph dev`` still publishes it
     as the assistant's context schema. The defaults shown are the graph's
-    own values (``base``, ``compactor``): what a run gets by not asking.
+    own values (``base``, ``compactor``): what a run gets by not asking. The
+    graph's ``limits`` are bounds too: ``rounds`` holds at most ``max_rounds``
+    widths of at least 1, ``max_tokens`` is at most ``max_tokens_cap``.
     """
     base = base if base is not None else PaCoReConfig()
+    limits = limits if limits is not None else RequestLimits()
     fields = {
         name: Annotated[_annotation(name), _field(name, _graph_value(base, name, compactor))]
         for name in RUN_SETTINGS
     }
+    if "rounds" in fields:
+        fields["rounds"] = Annotated[
+            list[Annotated[int, Field(ge=1)]] | None,
+            _field("rounds", _graph_value(base, "rounds", compactor)),
+            Field(max_length=limits.max_rounds),
+        ]
+    if "max_tokens" in fields:
+        capped = fields["max_tokens"]
+        fields["max_tokens"] = Annotated[capped, Field(le=limits.max_tokens_cap)]
     schema = _typed_dict("RunContext", fields, total=False)
     schema.__doc__ = "Per-run settings of a PaCoRe graph (LangGraph context); all optional."
     return schema

@@ -4,7 +4,8 @@ The LangGraph CLI's in-memory server runs as a subprocess on loopback,
 pointed (through ``PACORE_*`` variables) at the scripted model server. A run
 with ``context={"rounds": [3]}`` must reach the upstream as
 3 samples then 1, the assistant must publish input and output schemas (the
-form LangGraph Studio draws), and the server log must not warn about
+form LangGraph Studio draws) and the context schema with every per-run
+setting's type, bounds and default, and the server log must not warn about
 unregistered checkpoint types.
 """
 
@@ -29,9 +30,11 @@ import pytest
 from pacore_graph.settings.fields import SETTINGS
 from pacore_graph.settings.per_run import RUN_SETTINGS
 from pacore_graph.settings.presets import PRESETS
+from pacore_graph.settings.request_limits import RequestLimits
 from pacore_graph.testing import ScriptedServer
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+PRESETS_BY_ROUNDS = {tuple(rounds): name for name, rounds in PRESETS.items()}
 LANGGRAPH = Path(sys.executable).with_name("langgraph")
 
 
@@ -115,6 +118,38 @@ def dev_server(upstream: ScriptedServer, tmp_path: Path) -> Iterator[tuple[str, 
             proc.wait(timeout=10)
 
 
+def assert_types_bounds_and_defaults(context: dict[str, Any]) -> None:
+    """Every per-run setting's type, bounds (the server's caps too) and default, as published."""
+    json_type = {int: "integer", float: "number", str: "string"}
+    keyword = {"ge": "minimum", "gt": "exclusiveMinimum", "le": "maximum"}
+    limits = RequestLimits()
+    for name in RUN_SETTINGS:
+        row = SETTINGS[name]
+        (given,) = [t for t in context[name]["anyOf"] if t.get("type") != "null"]
+        assert {"type": "null"} in context[name]["anyOf"], name  # optional: unset keeps it
+        if name == "rounds":
+            assert given["type"] == "array"
+            assert given["items"] == {"type": "integer", "minimum": 1}
+            assert given["maxItems"] == limits.max_rounds
+            assert context[name]["default"] == list(row.default)
+            continue
+        assert given["type"] == json_type[row.kind], name
+        expected = {keyword[k]: v for k, v in row.bounds().items()}
+        if name == "max_tokens":
+            expected["maximum"] = limits.max_tokens_cap
+        assert {k: given[k] for k in expected} == expected, name
+        if row.choices is not None:
+            assert given["enum"] == list(row.choices), name
+        # The served graph's own value (the catalogue's default; preset: the
+        # preset those rounds are).
+        want = (
+            PRESETS_BY_ROUNDS.get(tuple(SETTINGS["rounds"].default))
+            if name == "preset"
+            else (row.default)
+        )
+        assert context[name]["default"] == want, name
+
+
 def test_served_graph_takes_rounds_per_request_and_publishes_schemas(
     dev_server: tuple[str, Path], upstream: ScriptedServer
 ) -> None:
@@ -136,6 +171,7 @@ def test_served_graph_takes_rounds_per_request_and_publishes_schemas(
         SETTINGS["top_p"].gt,
         SETTINGS["top_p"].le,
     )
+    assert_types_bounds_and_defaults(context)
 
     thread = _call(f"{base}/threads", {})
     out = _call(
