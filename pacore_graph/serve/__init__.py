@@ -5,8 +5,11 @@ by changing ``base_url`` and picking ``model="pacore-high"`` (or
 ``pacore:8,2``); the server spreads the explorers' samples over every
 upstream replica. Modules: :mod:`~pacore_graph.serve.app` (the ASGI app),
 :mod:`~pacore_graph.serve.protocol` (requests and answers),
-:mod:`~pacore_graph.serve.streaming` (SSE), :mod:`~pacore_graph.serve.settings`
-and :mod:`~pacore_graph.serve.server` (uvicorn); model names are parsed by
+:mod:`~pacore_graph.serve.streaming` (SSE), :mod:`~pacore_graph.serve.queue`
+(the FIFO run queue), :mod:`~pacore_graph.serve.metrics` (``/metrics``),
+:mod:`~pacore_graph.serve.passthrough` (plain model names relayed),
+:mod:`~pacore_graph.serve.settings` and :mod:`~pacore_graph.serve.server`
+(uvicorn); model names are parsed by
 :mod:`pacore_graph.settings.grammar`. Needs the ``serve`` extra:
 ``pip install 'pacore-graph[serve]'``.
 """
