@@ -135,7 +135,7 @@ async def _run_with(
                 print()
                 print(_summary(result))
                 return 0
-            from pacore_graph.runs.runner import run_dataset
+            from pacore_graph.runs.runner import PACORE_MODEL_NODES, run_dataset
 
             async with _checkpointer(
                 args.checkpoint, args.output, retry_s=args.checkpoint_timeout
@@ -147,6 +147,7 @@ async def _run_with(
                     progress=not args.no_progress,
                     max_problems_in_flight=max(config.max_concurrency, 1),
                     checkpointer=saver,
+                    model_nodes=PACORE_MODEL_NODES,
                 )
             report = {
                 "output": str(args.output),

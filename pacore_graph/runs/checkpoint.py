@@ -281,6 +281,25 @@ async def _connect_error(url: str) -> str | None:
     return None
 
 
+#: LangGraph's channel of pending ``Send`` packets, and the prefix of a node's trigger channel.
+_SENDS = "__pregel_tasks"
+_BRANCH = "branch:to:"
+
+#: The marker of a checkpoint row whose channel values are rows of ``pacore_blobs``.
+_BLOBS = "pacore_blobs"
+
+_BLOBS_TABLE = (
+    "CREATE TABLE IF NOT EXISTS pacore_blobs (thread_id TEXT NOT NULL, "
+    "checkpoint_ns TEXT NOT NULL DEFAULT '', channel TEXT NOT NULL, version TEXT NOT NULL, "
+    "type TEXT NOT NULL, blob BLOB, PRIMARY KEY (thread_id, checkpoint_ns, channel, version))"
+)
+
+_PUT_BLOB = (
+    "INSERT OR REPLACE INTO pacore_blobs (thread_id, checkpoint_ns, channel, version, type, blob) "
+    "VALUES (?, ?, ?, ?, ?, ?)"
+)
+
+
 def _group_commit_saver(base: type) -> type:
     """``AsyncSqliteSaver`` whose writes that arrive together share one transaction.
 
@@ -293,6 +312,26 @@ def _group_commit_saver(base: type) -> type:
     ``sqlite3`` connection on the event loop's thread (``writer``), reads
     through aiosqlite (``benchmarks/bench_core.py``, ``graph-ckpt-*``,
     measures what this saves).
+
+    Only the channels a step changed are encoded (issue 22): LangGraph
+    passes them to ``aput`` as ``new_versions``, and the SQLite saver
+    re-encoded the whole state at every step (the conversation, every
+    finished round's trajectories) although a step changes one or two
+    channels. Here each changed channel's value is one row of
+    ``pacore_blobs`` keyed by its version (as LangGraph's PostgreSQL saver
+    does), the checkpoint row holds the versions and the marker
+    :data:`_BLOBS`, and a read puts the values back. A thread whose
+    checkpoints were written whole (before this, or by LangGraph's own
+    saver) is read as it was and goes on being written whole: its unchanged
+    channels have no rows (``benchmarks/bench_durable.py`` measures it).
+
+    Fewer checkpoints: with ``checkpoint_before`` set (the nodes that call a
+    model; ``pacore run --input`` sets ``{"explore"}``), a top-level
+    checkpoint is written only when a ``Send`` or one of those nodes runs
+    next, and the writes of the steps after a skipped one are dropped. A
+    resume starts from the last checkpoint kept, re-applies the saved
+    explorer results and runs the cheap steps (prepare, round, compact,
+    finalize: no model calls) again, so no finished sample is asked again.
     """
     import asyncio
     import itertools
@@ -306,7 +345,51 @@ def _group_commit_saver(base: type) -> type:
             self._rows: list[tuple[str, tuple[Any, ...]]] = []
             self._batch: asyncio.Future[None] | None = None
             self._flushes: set[asyncio.Task[None]] = set()
+            self._whole: set[tuple[str, str]] = set()  # threads written whole (legacy)
+            self._skipped: dict[str, set[str]] = {}  # thread -> checkpoint ids not written
+            self._unsaved: dict[str, set[str]] = {}  # thread -> channels they changed
+            self.checkpoint_before: frozenset[str] | None = None
+            """Nodes that call a model: when set, a top-level checkpoint is written only
+            if one of them (or a ``Send``) runs next; see :func:`_group_commit_saver`."""
             self.writer: sqlite3.Connection
+
+        async def setup(self) -> None:
+            first = not self.is_setup
+            await super().setup()
+            if first:
+                async with self.lock:
+                    await self.conn.execute(_BLOBS_TABLE)
+                    await self.conn.commit()
+
+        def _restore(self, found: Any) -> Any:
+            """A checkpoint tuple with its channel values back from ``pacore_blobs``."""
+            if found is None:
+                return None
+            checkpoint = found.checkpoint
+            conf = found.config["configurable"]
+            key = (str(conf["thread_id"]), str(conf.get("checkpoint_ns", "")))
+            if not checkpoint.pop(_BLOBS, False):
+                if checkpoint.get("channel_values"):
+                    self._whole.add(key)
+                return found
+            values: dict[str, Any] = {}
+            for channel, version in checkpoint["channel_versions"].items():
+                row = self.writer.execute(
+                    "SELECT type, blob FROM pacore_blobs WHERE thread_id = ? AND "
+                    "checkpoint_ns = ? AND channel = ? AND version = ?",
+                    (*key, channel, str(version)),
+                ).fetchone()
+                if row is not None and row[0] != "empty":
+                    values[channel] = self.serde.loads_typed((row[0], row[1]))
+            checkpoint["channel_values"] = values
+            return found
+
+        async def aget_tuple(self, config: Any) -> Any:
+            return self._restore(await super().aget_tuple(config))
+
+        async def alist(self, config: Any, **kwargs: Any) -> Any:
+            async for found in super().alist(config, **kwargs):
+                yield self._restore(found)
 
         async def _commit(self, rows: list[tuple[str, tuple[Any, ...]]]) -> None:
             self._rows.extend(rows)
@@ -354,15 +437,63 @@ def _group_commit_saver(base: type) -> type:
                 [
                     ("DELETE FROM checkpoints WHERE thread_id = ?", (str(thread_id),)),
                     ("DELETE FROM writes WHERE thread_id = ?", (str(thread_id),)),
+                    ("DELETE FROM pacore_blobs WHERE thread_id = ?", (str(thread_id),)),
                 ]
+            )
+            self._whole = {key for key in self._whole if key[0] != str(thread_id)}
+            self._skipped.pop(str(thread_id), None)
+            self._unsaved.pop(str(thread_id), None)
+
+        def _needless(self, conf: Any, checkpoint: Any, new_versions: Any) -> bool:
+            """Whether no model call follows this top-level checkpoint (``checkpoint_before``)."""
+            nodes = self.checkpoint_before
+            if nodes is None or conf["checkpoint_ns"]:
+                return False
+            if _SENDS in new_versions and checkpoint["channel_values"].get(_SENDS):
+                return False  # Sends go out next (consumed ones leave the channel empty)
+            return not any(
+                channel[len(_BRANCH) :] in nodes
+                for channel in new_versions
+                if channel.startswith(_BRANCH)
             )
 
         async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
             conf = config["configurable"]
+            thread, ns = str(conf["thread_id"]), str(conf["checkpoint_ns"])
+            saved = {
+                "configurable": {
+                    "thread_id": conf["thread_id"],
+                    "checkpoint_ns": conf["checkpoint_ns"],
+                    "checkpoint_id": checkpoint["id"],
+                }
+            }
+            if self._needless(conf, checkpoint, new_versions):
+                self._skipped.setdefault(thread, set()).add(checkpoint["id"])
+                self._unsaved.setdefault(thread, set()).update(new_versions)
+                return saved
+            unsaved = self._unsaved.pop(thread, None) if not ns else None
+            if unsaved:  # channels changed by skipped steps: their values go with this one
+                versions = checkpoint["channel_versions"]
+                new_versions = {
+                    **{ch: versions[ch] for ch in unsaved if ch in versions},
+                    **new_versions,
+                }
+            rows: list[tuple[str, tuple[Any, ...]]] = []
+            if (thread, ns) not in self._whole:
+                values = checkpoint["channel_values"]
+                for channel, version in new_versions.items():
+                    typed = (
+                        self.serde.dumps_typed(values[channel])
+                        if channel in values
+                        else ("empty", b"")
+                    )
+                    rows.append((_PUT_BLOB, (thread, ns, channel, str(version), *typed)))
+                checkpoint = {**checkpoint, "channel_values": {}, _BLOBS: 1}
             type_, blob = self.serde.dumps_typed(checkpoint)
             meta = json.dumps(get_checkpoint_metadata(config, metadata), ensure_ascii=False)
             await self._commit(
                 [
+                    *rows,
                     (
                         "INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, "
                         "checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata) "
@@ -376,20 +507,17 @@ def _group_commit_saver(base: type) -> type:
                             blob,
                             meta.encode("utf-8", "ignore"),
                         ),
-                    )
+                    ),
                 ]
             )
-            return {
-                "configurable": {
-                    "thread_id": conf["thread_id"],
-                    "checkpoint_ns": conf["checkpoint_ns"],
-                    "checkpoint_id": checkpoint["id"],
-                }
-            }
+            return saved
 
         async def aput_writes(
             self, config: Any, writes: Any, task_id: str, task_path: str = ""
         ) -> None:
+            conf = config["configurable"]
+            if conf.get("checkpoint_id") in self._skipped.get(str(conf["thread_id"]), ()):
+                return  # a step after a skipped checkpoint: redone from the last one kept
             verb = "REPLACE" if all(w[0] in WRITES_IDX_MAP for w in writes) else "IGNORE"
             sql = (
                 f"INSERT OR {verb} INTO writes (thread_id, checkpoint_ns, checkpoint_id, "

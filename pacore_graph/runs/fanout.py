@@ -29,7 +29,7 @@ task is left behind to report it again.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,11 +64,20 @@ async def run_jobs(
     max_in_flight: int,
     checkpointer: Any = None,
     durability: Durability = DEFAULT_DURABILITY,
+    model_nodes: Collection[str] | None = None,
 ) -> None:
-    """Run every job, at most ``max_in_flight`` at once; see the module docstring."""
+    """Run every job, at most ``max_in_flight`` at once; see the module docstring.
+
+    ``model_nodes``: the graph's nodes that call a model (the PaCoRe graph's
+    ``explore``), when known; a saver that can (the SQLite one) then writes
+    only the checkpoints before them, and a resume redoes the cheap steps in
+    between (:mod:`pacore_graph.runs.checkpoint`).
+    """
     gate = asyncio.Semaphore(max(1, max_in_flight))
     runner = graph if checkpointer is None else with_checkpointer(graph, checkpointer)
     saver = None if checkpointer is None else runner.checkpointer
+    if saver is not None and model_nodes is not None and hasattr(saver, "checkpoint_before"):
+        saver.checkpoint_before = frozenset(model_nodes)
 
     stopping = asyncio.Event()  # set by the failure that stops the fan-out
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -43,6 +43,7 @@ from pacore_graph.runs.progress import progress_bar
 from pacore_graph.runs.results_file import ResultLine, compact_results, read_results
 
 __all__ = [
+    "PACORE_MODEL_NODES",
     "DatasetRecord",
     "InputError",
     "RunSummary",
@@ -84,6 +85,11 @@ class RunSummary:
 #: Keys whose text is taken as the problem when a record has no ``messages``
 #: (the common names in math datasets), in this order.
 _TEXT_KEYS = ("question", "problem", "prompt")
+
+#: The nodes of a ``build_pacore_graph`` graph that call a model: its explorers
+#: (a ``Send`` each, or one per round); prepare, round, compact and finalize
+#: are pure functions of the state, cheap to run again after a crash.
+PACORE_MODEL_NODES = frozenset({"explore"})
 
 
 def _parse_record(data: dict[str, Any], lineno: int, seen: set[str]) -> DatasetRecord:
@@ -181,11 +187,16 @@ async def run_dataset(
     progress_file: IO[str] | None = None,
     checkpointer: Any = None,
     durability: Durability = DEFAULT_DURABILITY,
+    model_nodes: Collection[str] | None = None,
 ) -> RunSummary:
     """Run every record not already finished in ``output``; append one line per problem.
 
     With a ``checkpointer`` each problem runs on its own thread of it, so a
     killed run resumes where it stopped (see :mod:`pacore_graph.runs.fanout`).
+    ``model_nodes`` names the graph's nodes that call a model, when every
+    other node is cheap (:data:`PACORE_MODEL_NODES` for a graph of
+    ``build_pacore_graph``): only the checkpoints before them are written.
+    ``None`` (the default, for any graph): every step's.
     """
     started = time.perf_counter()
     out_path = Path(output)
@@ -234,6 +245,7 @@ async def run_dataset(
                 max_in_flight=max_problems_in_flight,
                 checkpointer=checkpointer,
                 durability=durability,
+                model_nodes=model_nodes,
             )
         finally:
             bar.close()

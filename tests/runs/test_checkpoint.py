@@ -254,3 +254,102 @@ async def test_bad_checkpoint_specs_fail_with_one_line(tmp_path: Path) -> None:
     async with open_checkpointer(None, tmp_path / "sub" / "a.sqlite") as saver:
         assert saver is not None
     assert (tmp_path / "sub" / "a.sqlite").exists()
+
+
+# ----------------------------------------------------------------- only changed channels
+
+
+def _rows(path: Path, sql: str) -> list[tuple[Any, ...]]:
+    import sqlite3
+
+    with sqlite3.connect(path) as conn:
+        return list(conn.execute(sql))
+
+
+async def test_a_step_encodes_only_the_channels_it_changed(tmp_path: Path) -> None:
+    """Each trajectory is stored once per version of a channel holding it, not once per step.
+
+    Before, every checkpoint re-encoded the whole state: round 0's answers
+    were in each of the run's later checkpoints.
+    """
+    path = tmp_path / "ck.sqlite"
+    async with open_checkpointer(f"sqlite:///{path}", tmp_path / "unused.sqlite") as saver:
+        graph = build_pacore_graph(SeedClient(), config=CONFIG, checkpointer=saver)
+        cfg: Any = {"configurable": {"thread_id": "t"}}
+        out = await graph.ainvoke({"messages": [HumanMessage("Q?")]}, cfg)
+        again = (await graph.aget_state(cfg)).values  # read back from the blobs
+    first = out["result"].rounds[0][0].message
+    assert again["result"] == out["result"] and again["messages"] == out["messages"]
+    assert len(again["rounds"]) == 3
+    checkpoints = _rows(path, "SELECT checkpoint FROM checkpoints")
+    blobs = _rows(path, "SELECT channel, blob FROM pacore_blobs")
+    assert len(checkpoints) >= 8  # one per step
+    needle = first.encode()
+    assert not any(needle in row[0] for row in checkpoints)  # values live in the blobs
+    holding = sorted(channel for channel, blob in blobs if blob and needle in blob)
+    # Where it changed: round 0's fan-in (pending), round 1's prompt and its Send, rounds
+    # after each of the 3 compactions, the result; not in each later checkpoint too.
+    assert holding == [
+        "__pregel_tasks", "pending", "prompt", "result", "rounds", "rounds", "rounds"
+    ]  # fmt: skip
+
+
+async def test_a_thread_written_whole_resumes_and_stays_whole(tmp_path: Path) -> None:
+    """A checkpoint from before (LangGraph's own SQLite saver) resumes with the values it had."""
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    from pacore_graph.runs.checkpoint import with_pacore_types
+
+    path = tmp_path / "ck.sqlite"
+    cfg: Any = {"configurable": {"thread_id": "old"}}
+    question = {"messages": [{"role": "user", "content": "Q?"}]}
+    async with AsyncSqliteSaver.from_conn_string(str(path)) as plain:
+        graph = build_pacore_graph(
+            SeedClient(hold=frozenset({2})), config=CONFIG, checkpointer=with_pacore_types(plain)
+        )
+        run = asyncio.create_task(graph.ainvoke(question, cfg, durability="async"))
+        await _saved_tasks(graph, cfg, want=3)
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+    written = _rows(path, "SELECT checkpoint FROM checkpoints")
+    assert written and not any(b"pacore_blobs" in row[0] for row in written)
+
+    resumed = SeedClient()
+    async with open_checkpointer(f"sqlite:///{path}", tmp_path / "unused.sqlite") as saver:
+        graph = build_pacore_graph(resumed, config=CONFIG, checkpointer=saver)
+        out = await graph.ainvoke(None, cfg)
+        again = (await graph.aget_state(cfg)).values
+    assert resumed.seeds == [2, 1000, 1001, 2000]  # only the unsaved explorer, then the rest
+    assert [len(r) for r in out["result"].rounds] == [4, 2, 1]
+    assert again["result"] == out["result"] and len(again["rounds"]) == 3
+    assert _rows(path, "SELECT COUNT(*) FROM pacore_blobs") == [(0,)]  # it stayed whole
+
+
+async def test_only_the_checkpoints_before_model_calls_are_written(tmp_path: Path) -> None:
+    """With ``checkpoint_before={"explore"}``: one checkpoint per round, and a resume still
+    asks only the explorer whose answer was not saved (the cheap steps run again)."""
+    path = tmp_path / "ck.sqlite"
+    cfg: Any = {"configurable": {"thread_id": "sparse"}}
+    question = {"messages": [{"role": "user", "content": "Q?"}]}
+    async with open_checkpointer(f"sqlite:///{path}", tmp_path / "unused.sqlite") as saver:
+        saver.checkpoint_before = frozenset({"explore"})
+        full = build_pacore_graph(SeedClient(), config=CONFIG, checkpointer=saver)
+        await full.ainvoke(question, {"configurable": {"thread_id": "whole-run"}})
+        kept = _rows(path, "SELECT COUNT(*) FROM checkpoints WHERE thread_id = 'whole-run'")
+        assert kept == [(3,)]  # before each of the 3 rounds' explorers, not all 12 steps
+
+        graph = build_pacore_graph(
+            SeedClient(hold=frozenset({2})), config=CONFIG, checkpointer=saver
+        )
+        run = asyncio.create_task(graph.ainvoke(question, cfg))
+        await _saved_tasks(graph, cfg, want=3)
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+        resumed = SeedClient()
+        out = await build_pacore_graph(resumed, config=CONFIG, checkpointer=saver).ainvoke(
+            None, cfg
+        )
+    assert resumed.seeds == [2, 1000, 1001, 2000]
+    assert [len(r) for r in out["result"].rounds] == [4, 2, 1]
