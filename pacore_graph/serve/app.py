@@ -506,7 +506,7 @@ async def _passthrough(
             return Response(reply.body, status_code=reply.status, media_type=reply.content_type)
         handed_on = True
         return _DisconnectAwareStream(
-            _relay(state, reply, started), lambda: _relay_closed(state, budget)
+            _relay(state, reply, started), lambda: _relay_closed(state, reply, budget)
         )
     except APIError as exc:
         if exc.status != 499:
@@ -534,7 +534,10 @@ async def _relay(
             state.metrics.finished("cancelled")
 
 
-def _relay_closed(state: ServeState, budget: contextlib.AsyncExitStack) -> None:
-    """A relayed stream ended however it did: its samples' room and its slot go back."""
+def _relay_closed(
+    state: ServeState, reply: PassthroughReply, budget: contextlib.AsyncExitStack
+) -> None:
+    """A relayed stream ended however it did: the upstream response, its room and slot go back."""
+    reply.close()  # also when the relay never started (the client left at once)
     state.later(budget.aclose())
     state.release()

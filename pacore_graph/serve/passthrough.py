@@ -21,7 +21,7 @@ quote the upstream), and a failed connection is a 502 naming the kind only.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,6 +76,7 @@ class PassthroughReply:
     content_type: str
     body: bytes
     stream: aiohttp.ClientResponse | None = None
+    on_close: Callable[[], None] | None = None
 
     async def chunks(self) -> AsyncIterator[bytes]:
         """The streamed body as it arrives; the upstream response is closed however it ends."""
@@ -84,7 +85,15 @@ class PassthroughReply:
             async for chunk in self.stream.content.iter_any():
                 yield chunk
         finally:
+            self.close()
+
+    def close(self) -> None:
+        """Let the upstream response go (an unread one closes its connection); idempotent."""
+        if self.stream is not None:
             self.stream.release()
+        if self.on_close is not None:
+            on_close, self.on_close = self.on_close, None
+            on_close()
 
 
 class Passthrough:
@@ -171,7 +180,9 @@ class Passthrough:
         content_type = resp.headers.get("Content-Type", "application/json")
         try:
             if stream and resp.status == 200:
-                opened = PassthroughReply(index, resp.status, content_type, b"", stream=resp)
+                opened = PassthroughReply(
+                    index, resp.status, content_type, b"", stream=resp, on_close=self._done(index)
+                )
                 resp = None  # type: ignore[assignment]  # released by the relay
                 return opened
             body = await resp.content.read(MAX_REPLY_BYTES + 1)
@@ -185,7 +196,13 @@ class Passthrough:
         finally:
             if resp is not None:
                 resp.release()
+                self._in_flight[index] -= 1
+
+    def _done(self, index: int) -> Callable[[], None]:
+        def done() -> None:
             self._in_flight[index] -= 1
+
+        return done
 
 
 class PassthroughFailed(APIError):

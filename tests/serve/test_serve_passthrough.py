@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -59,9 +60,10 @@ class FixedUpstream(LoopbackServer):
             return web.Response(body=FIXED_JSON, content_type="application/json")
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
+        pause = 0.5 if body["messages"][-1]["content"] == "slow" else 0.01
         for event in FIXED_SSE:
             await resp.write(event)
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(pause)
         await resp.write_eof()
         return resp
 
@@ -117,6 +119,26 @@ def test_a_plain_stream_is_relayed_chunk_for_chunk(
         model="plain-a", messages=[{"role": "user", "content": "q"}], stream=True
     )
     assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == "42"
+
+
+def test_a_client_leaving_a_relayed_stream_frees_its_slot(
+    fixed: tuple[FixedUpstream, RunningServe],
+) -> None:
+    _, srv = fixed
+    sent = {"model": "plain-a", "stream": True, "messages": [{"role": "user", "content": "slow"}]}
+    with httpx.stream("POST", f"{srv.base_url}/chat/completions", json=sent) as resp:
+        chunks = resp.iter_raw()  # held: a dropped iterator closes the response
+        first = next(chunks)
+        assert srv.state.active == 1
+    assert first == FIXED_SSE[0]
+    for _ in range(3000):
+        if srv.state.active == 0:
+            break
+        time.sleep(0.01)
+    assert srv.state.active == 0
+    metrics = httpx.get(f"http://127.0.0.1:{srv.server.config.port}/metrics").text
+    assert 'pacore_runs_total{outcome="cancelled"} 1.0' in metrics
+    assert srv.state.passthrough is not None and srv.state.passthrough._in_flight == [0]
 
 
 def test_an_upstream_refusal_keeps_its_status_not_its_text(
