@@ -44,7 +44,10 @@ class ChatTemplate:
     def __init__(self, source: str, *, bos_token: str = "", eos_token: str = "") -> None:
         env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
         env.globals["raise_exception"] = _raise_exception
-        self._template = env.from_string(source or CHATML)
+        try:
+            self._template = env.from_string(source or CHATML)
+        except TemplateError as exc:  # a model file's broken template: one clear error
+            raise ChatTemplateError(f"the model's chat template does not compile: {exc}") from exc
         self._bos = bos_token
         self._eos = eos_token
 

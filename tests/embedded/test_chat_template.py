@@ -56,3 +56,9 @@ def test_a_model_without_a_template_speaks_chatml() -> None:
     assert ChatTemplate("").render(messages) == (
         "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n"
     )
+
+
+def test_a_template_that_does_not_compile_is_a_chat_template_error() -> None:
+    """A GGUF file's broken template fails as ChatTemplateError, not jinja2's own class."""
+    with pytest.raises(ChatTemplateError, match="does not compile"):
+        ChatTemplate("{% for m in messages %}{{ m.content }}")  # no endfor
