@@ -93,6 +93,24 @@ def _add_checkpoint_arg(p: argparse.ArgumentParser, default: str) -> None:
     )
 
 
+def _add_ray_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--ray",
+        metavar="ADDRESS|local",
+        help="run the dataset's problems as Ray tasks, each on a share, on the Ray cluster at "
+        "ADDRESS (auto, host:6379, ray://host:10001), or local to start one here; needs the "
+        "ray extra (docs/scale.md; default: one process)",
+    )
+    p.add_argument(
+        "--ray-workers",
+        type=int,
+        default=2,
+        metavar="N",
+        help="shares of the problems, one Ray task each (with --ray local: the local "
+        "cluster's worker slots too) (default: 2)",
+    )
+
+
 class _DefaultsHelpFormatter(argparse.HelpFormatter):
     """Help that states every option's default.
 
@@ -173,6 +191,7 @@ def _run_args(run: argparse.ArgumentParser) -> None:
         help="Jinja2 file replacing the synthesis prompt (default: the packaged one)",
     )
     _add_checkpoint_arg(run, "OUTPUT" + RUN_CHECKPOINT_SUFFIX)
+    _add_ray_args(run)
     _add_model_args(run, shape=True)
     _add_round_control_args(run)
 

@@ -73,6 +73,13 @@ async def _run(args: argparse.Namespace) -> int:
     )
     from pacore_graph.runs.loop_lag import loop_lag_probe  # no-op unless PACORE_LOOP_LAG_FILE
 
+    if getattr(args, "ray", None) is not None:
+        if args.input is None:
+            raise UsageError("--ray runs a dataset: give --input and --output")
+        from pacore_graph.cli.ray_run import run_on_ray
+
+        with holding:  # the shares run in Ray tasks; this process merges their lines
+            return run_on_ray(args, records, input_errors, _run)  # main thread, as Ray asks
     with holding, _tracing(args) as trace_options:
         async with loop_lag_probe():
             return await _run_with(

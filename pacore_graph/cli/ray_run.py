@@ -1,0 +1,118 @@
+"""``pacore run --input ... --ray ADDRESS|local``: the dataset run's shares as Ray tasks.
+
+The plan, the scheduling and the merge are :mod:`pacore_graph.runs.ray_cluster`'s;
+this module is the command's side: what a task runs (the same dataset run
+as ``pacore run --input``, on its share's files, with the command's
+settings) and the report once the shares are merged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import copy
+import json
+from collections.abc import Callable, Coroutine
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from pacore_graph.cli.common import EXIT_FAILED, EXIT_OK, EXIT_SKIPPED_INPUT, UsageError
+from pacore_graph.errors import PaCoReError
+
+__all__ = ["run_on_ray"]
+
+#: The command a share runs: ``pacore run``'s coroutine function.
+Command = Callable[[argparse.Namespace], Coroutine[Any, Any, int]]
+
+
+def run_on_ray(
+    args: argparse.Namespace,
+    records: list[Any],
+    input_errors: list[Any],
+    command: Command,
+) -> int:
+    """Run ``records`` over Ray (``args.ray``, ``args.ray_workers``); merge into ``args.output``.
+
+    ``command`` is what each task runs on its share's namespace (``pacore run``'s own
+    coroutine: passed in, so that this module does not import the command back).
+    """
+    from pacore_graph.runs.ray_cluster import merge_shares, plan_shares, run_shares
+    from pacore_graph.runs.results_file import ResultLine, read_results
+    from pacore_graph.runs.runner import finished_ids
+
+    if not args.base_url:
+        raise UsageError("--ray needs --base-url: every Ray task calls the same upstreams")
+    workers = args.ray_workers
+    if workers < 1:
+        raise UsageError(f"--ray-workers must be >= 1, got {workers}")
+    output: Path = args.output
+    done = finished_ids(output)
+    todo = [r for r in records if r.id not in done]
+    shares = plan_shares(todo, output, workers)
+    failure: BaseException | None = None
+    try:
+        codes = run_shares(
+            shares, partial(_run_share, command, args), address=args.ray, workers=workers
+        )
+    except ValueError as exc:
+        merge_shares(output, shares, keep_checkpoints=True)
+        raise UsageError(str(exc)) from None
+    except Exception as exc:  # a task that failed for good (Ray's own error types)
+        failure = exc
+        codes = []
+    merge_shares(output, shares, keep_checkpoints=failure is not None)
+    if failure is not None:
+        text = str(failure).strip().splitlines()
+        raise PaCoReError(
+            f"a Ray task failed for good ({text[-1] if text else type(failure).__name__}); "
+            "the same command resumes the run"
+        )
+    wanted = {r.id for r in records}
+    ok = failed = 0
+    for item in read_results(output):
+        if isinstance(item, ResultLine) and item.problem_id in wanted:
+            ok, failed = (ok + 1, failed) if item.ok else (ok, failed + 1)
+    report = {
+        "output": str(output),
+        "problems": len(records),
+        "skipped_finished": len(records) - len(todo),
+        "succeeded": ok,
+        "failed": failed,
+        "input_errors": len(input_errors),
+        "ray_tasks": len(codes),
+    }
+    print(json.dumps(report) if args.json else " ".join(f"{k}={v}" for k, v in report.items()))
+    if failed:
+        return EXIT_FAILED
+    return EXIT_SKIPPED_INPUT if input_errors else EXIT_OK
+
+
+def _run_share(command: Command, args: argparse.Namespace, share: Any) -> int:
+    """One Ray task: ``pacore run --input SHARE --output SHARE_RESULTS``, the same settings."""
+    from pacore_graph.control.gc_tuning import fan_out_gc
+
+    mine = copy.copy(args)
+    mine.input, mine.output = share.input, share.output
+    mine.since = mine.until = None
+    mine.ray = None
+    mine.no_progress = True
+    mine.checkpoint = _share_checkpoint(args.checkpoint, share)
+    try:
+        with fan_out_gc():
+            return asyncio.run(command(mine))
+    except UsageError as exc:
+        raise RuntimeError(f"pacore: error: {exc}") from None
+
+
+def _share_checkpoint(spec: str | None, share: Any) -> str | None:
+    """The share's store: its own SQLite file, unless a shared store (or none) was given."""
+    if spec is None:
+        return None  # the default: beside the share's results
+    text = spec.strip()
+    if text.lower() in ("none", "off", "memory", "") or text.startswith(
+        ("postgresql://", "postgres://")
+    ):
+        return spec
+    path = text[len("sqlite:///") :] if text.startswith("sqlite:///") else text
+    return f"{path}.ray-{share.index}-of-{share.count}"
