@@ -53,6 +53,8 @@ def _serve(args: argparse.Namespace) -> int:
         raise UsageError(
             "--model names the --upstream's model; without --upstream the embedded model is served"
         )
+    if args.queue_timeout < 0:
+        raise UsageError(f"--queue-timeout must be >= 0 (0: no limit), got {args.queue_timeout}")
     # Checked before the embedded model starts; its URL and name replace these then.
     placeholder = ("http://127.0.0.1:1/v1",), "embedded"
     try:

@@ -572,6 +572,8 @@ def test_pacore_serve_model_needs_upstream_and_the_other_way_round(
     assert "--model is required with --upstream" in capsys.readouterr().err
     assert main(["serve", "--max-queue", "-1"]) == 2
     assert "--max-queue" in capsys.readouterr().err
+    assert main(["serve", "--queue-timeout", "-1"]) == 2
+    assert "--queue-timeout" in capsys.readouterr().err
 
 
 def test_stats_report_runs_and_replicas() -> None:
