@@ -521,11 +521,16 @@ async def _passthrough(
 async def _relay(
     state: ServeState, reply: PassthroughReply, started: float
 ) -> AsyncIterator[bytes]:
-    """The upstream's stream, chunk by chunk as it arrives."""
+    """The upstream's stream, chunk by chunk as it arrives.
+
+    A stream whose ``data: [DONE]`` went out counts as answered even if the
+    client hangs up before the upstream ends it (the ``openai`` SDK does).
+    """
     finished = False
     try:
         async for chunk in reply.chunks():
             yield chunk
+            finished = finished or chunk.rstrip().endswith(b"data: [DONE]")
         finished = True
     finally:
         if finished:

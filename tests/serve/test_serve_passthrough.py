@@ -119,6 +119,13 @@ def test_a_plain_stream_is_relayed_chunk_for_chunk(
         model="plain-a", messages=[{"role": "user", "content": "q"}], stream=True
     )
     assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == "42"
+    stream.close()
+    for _ in range(3000):  # the relay ends when the upstream's stream does
+        if srv.state.active == 0:
+            break
+        time.sleep(0.01)
+    metrics = httpx.get(f"http://127.0.0.1:{srv.server.config.port}/metrics").text
+    assert 'pacore_runs_total{outcome="ok"} 2.0' in metrics  # [DONE] sent: answered
 
 
 def test_a_client_leaving_a_relayed_stream_frees_its_slot(
