@@ -348,6 +348,9 @@ def _group_commit_saver(base: type) -> type:
             self._whole: set[tuple[str, str]] = set()  # threads written whole (legacy)
             self._skipped: dict[str, set[str]] = {}  # thread -> checkpoint ids not written
             self._unsaved: dict[str, set[str]] = {}  # thread -> channels they changed
+            # Threads with checkpoints (read at set-up, then kept up to date): the file is
+            # this run's alone (its output is locked), so a thread outside it has none.
+            self._known: set[str] | None = None
             self.checkpoint_before: frozenset[str] | None = None
             """Nodes that call a model: when set, a top-level checkpoint is written only
             if one of them (or a ``Send``) runs next; see :func:`_group_commit_saver`."""
@@ -360,6 +363,10 @@ def _group_commit_saver(base: type) -> type:
                 async with self.lock:
                     await self.conn.execute(_BLOBS_TABLE)
                     await self.conn.commit()
+                    async with self.conn.execute(
+                        "SELECT DISTINCT thread_id FROM checkpoints"
+                    ) as cur:
+                        self._known = {str(row[0]) for row in await cur.fetchall()}
 
         def _restore(self, found: Any) -> Any:
             """A checkpoint tuple with its channel values back from ``pacore_blobs``."""
@@ -385,6 +392,13 @@ def _group_commit_saver(base: type) -> type:
             return found
 
         async def aget_tuple(self, config: Any) -> Any:
+            conf = config["configurable"]
+            if (
+                self._known is not None
+                and str(conf["thread_id"]) not in self._known
+                and not conf.get("checkpoint_id")
+            ):
+                return None  # a thread nothing was written for: no read (a thread hop each)
             return self._restore(await super().aget_tuple(config))
 
         async def alist(self, config: Any, **kwargs: Any) -> Any:
@@ -443,6 +457,8 @@ def _group_commit_saver(base: type) -> type:
             self._whole = {key for key in self._whole if key[0] != str(thread_id)}
             self._skipped.pop(str(thread_id), None)
             self._unsaved.pop(str(thread_id), None)
+            if self._known is not None:
+                self._known.discard(str(thread_id))
 
         def _needless(self, conf: Any, checkpoint: Any, new_versions: Any) -> bool:
             """Whether no model call follows this top-level checkpoint (``checkpoint_before``)."""
@@ -471,6 +487,8 @@ def _group_commit_saver(base: type) -> type:
                 self._skipped.setdefault(thread, set()).add(checkpoint["id"])
                 self._unsaved.setdefault(thread, set()).update(new_versions)
                 return saved
+            if self._known is not None:
+                self._known.add(thread)
             unsaved = self._unsaved.pop(thread, None) if not ns else None
             if unsaved:  # channels changed by skipped steps: their values go with this one
                 versions = checkpoint["channel_versions"]
