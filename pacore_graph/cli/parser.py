@@ -199,7 +199,8 @@ def _run_args(run: argparse.ArgumentParser) -> None:
 def _eval_args(ev: argparse.ArgumentParser) -> None:
     ev.add_argument(
         "--dataset",
-        help="(required unless --suite) JSONL with ground_truth answers, a benchmark NAME "
+        help="(default: none; required unless --suite) JSONL with ground_truth answers, "
+        "a benchmark NAME "
         "(hmmt25, aime25, livecodebench, hle, gpqa-diamond, multichallenge) or NAME:PATH, "
         "or hf:OWNER/NAME[:CONFIG][@SPLIT]",
     )
