@@ -64,7 +64,7 @@ def eval_graders(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     judge (or, with none, a grade that says a judge is needed).
     """
     from pacore_graph.eval.code_grader import CodeGrader
-    from pacore_graph.eval.graders import grader_from_name
+    from pacore_graph.eval.graders import CodeOrAnswerGrader, grader_from_name
     from pacore_graph.eval.judge import JUDGE_CACHE_FILE, JudgeGrader
 
     judge: Any = None
@@ -98,7 +98,7 @@ def eval_graders(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
             grader = grader_from_name(args.grader)
         except (ValueError, ImportError, TypeError) as exc:
             raise UsageError(f"--grader: {exc}") from None
-    category_graders: dict[str, Any] = {"code": code}
+    category_graders: dict[str, Any] = {"code": CodeOrAnswerGrader(code)}
     if judge is not None:
         category_graders["judge"] = judge
     return grader, category_graders

@@ -95,7 +95,7 @@ async def run_suite(args: argparse.Namespace, category_graders: dict[str, Any]) 
                     datasets=datasets,
                     samples=args.samples,
                     limit=args.limit,
-                    code_grader=category_graders["code"],
+                    code_grader=category_graders["code"].code,
                     judge=make_judge if judge is not None else None,
                     progress=not args.no_progress,
                     compactor=compactor,

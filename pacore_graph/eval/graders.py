@@ -61,6 +61,7 @@ __all__ = [
     "CallableGrader",
     "ChoiceGrader",
     "CodeGrader",
+    "CodeOrAnswerGrader",
     "ExactGrader",
     "Grade",
     "Grader",
@@ -179,18 +180,47 @@ def has_ground_truth(gt: Any) -> bool:
     return hasattr(gt, "tests")
 
 
+class CodeOrAnswerGrader:
+    """``category: code`` graded by what the record carries: its tests, else its answer.
+
+    A record with tests (``code_tests``) is run by ``code``; one with only an
+    answer ("what does this program print?", or a code pool scored by answer
+    as the RL recipe's stage-1 filter does) is graded by the math grader's
+    answer equivalence, as every code record was before the code grader.
+    """
+
+    name = "code"
+
+    def __init__(self, code: CodeGrader) -> None:
+        self.code = code
+        self._answers = MathGrader()
+
+    def grade(self, response: str, ground_truth: Any, problem: str | None = None) -> Grade:
+        if ground_truth_answer(ground_truth) is not None and not _has_tests(ground_truth):
+            return grade_response(self._answers, response, ground_truth, problem)
+        return self.code.grade(response, ground_truth, problem)
+
+
+def _has_tests(gt: Any) -> bool:
+    if isinstance(gt, Mapping):
+        return any(gt.get(key) for key in (CODE_TESTS_KEY, "tests", "public_test_cases"))
+    return hasattr(gt, "tests")
+
+
 @lru_cache(maxsize=1)
-def _shared_code_grader() -> CodeGrader:
+def _shared_code_grader() -> CodeOrAnswerGrader:
     """One code grader for every ``auto_grader("code")``: its sandbox starts once."""
-    return CodeGrader()
+    return CodeOrAnswerGrader(CodeGrader())
 
 
 def auto_grader(record_category: str | None) -> Grader:
     """The grader for a record's ``category``: math unless the category names another.
 
     ``choice``/``multiple_choice``/``mcq`` get the choice grader, ``exact``
-    and ``numeric`` theirs, ``code`` the code grader (one shared instance,
-    default limits; pass your own :class:`CodeGrader` for others), ``judge``
+    and ``numeric`` theirs, ``code`` the code grader for records with tests
+    and answer equivalence for those with only an answer
+    (:class:`CodeOrAnswerGrader`, one shared instance with default limits;
+    pass your own :class:`CodeGrader` for others), ``judge``
     a grader that scores 0 unparsed and says a judge must be configured (a
     judged task is never graded by answer matching); everything else
     (``math``, ``physics``, none) gets math, whose text fallback also

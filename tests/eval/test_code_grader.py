@@ -18,7 +18,7 @@ import pytest
 
 from pacore_graph.eval.code_grader import CodeGrader, code_test_suite
 from pacore_graph.eval.code_tests import CODE_TESTS_KEY, CodeTest, CodeTests
-from pacore_graph.eval.graders import auto_grader, grader_from_name
+from pacore_graph.eval.graders import CodeOrAnswerGrader, auto_grader, grader_from_name
 from pacore_graph.tools.sandbox import LocalSandbox
 
 SUM_TESTS = CodeTests(
@@ -248,8 +248,13 @@ def test_a_sandbox_that_cannot_run_is_a_grade_not_a_crash() -> None:
 
 def test_code_is_a_name_and_the_grader_for_code_records() -> None:
     assert isinstance(grader_from_name("code"), CodeGrader)
-    assert isinstance(auto_grader("code"), CodeGrader)
-    assert auto_grader("code") is auto_grader("Code")  # one sandbox for every record
+    auto = auto_grader("code")
+    assert isinstance(auto, CodeOrAnswerGrader) and auto is auto_grader("Code")  # one sandbox
+    assert auto.grade(fenced(RIGHT_SUM), SUM_TRUTH).score == 1.0  # tests: run
+    assert auto.grade(fenced(RIGHT_SUM), SUM_TRUTH).info is not None
+    # A code record with only an answer is graded by its answer, as before the code grader.
+    assert auto.grade("It prints \\boxed{42}.", {"answer": "42"}).score == 1.0
+    assert auto.grade("It prints \\boxed{41}.", {"answer": "42"}).score == 0.0
 
 
 def test_workers_must_be_positive() -> None:
