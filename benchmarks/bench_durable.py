@@ -18,6 +18,12 @@ that a lever is measured against the code before it in the same sitting.
     python benchmarks/bench_durable.py                          # 800 problems, 3 repeats
     python benchmarks/bench_durable.py --problems 200 --repeats 5 --latency 0
     python benchmarks/bench_durable.py --variants base,durable,none --base-src /tmp/base
+    python benchmarks/bench_durable.py --variants durable,ray --ray-workers 2
+
+``ray`` is the durable run over a local Ray cluster started for it (``--ray
+local --ray-workers N``, Ray's start-up included): its wall against one
+process on the same workload. Its CPU figure misses the Ray workers' (they
+are not this process's children), so only its wall is compared.
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVER = ROOT / "pacore_graph" / "testing" / "scripted_server.py"
-VARIANTS = ("durable", "none", "base")
+VARIANTS = ("durable", "none", "base", "ray")
 
 #: Runs ``pacore`` from another copy of the package: the editable install's
 #: import hook, which would find this checkout first, is taken out.
@@ -54,7 +60,13 @@ def write_dataset(path: Path, count: int) -> None:
 
 
 def run_once(
-    variant: str, url: str, data: Path, work: Path, concurrency: int, base_src: Path | None
+    variant: str,
+    url: str,
+    data: Path,
+    work: Path,
+    concurrency: int,
+    base_src: Path | None,
+    ray_workers: int = 2,
 ) -> dict[str, Any]:
     out = work / f"out-{variant}-{time.monotonic_ns()}.jsonl"
     argv = [sys.executable, "-m", "pacore_graph.cli", "run", "--input", str(data)]
@@ -65,6 +77,8 @@ def run_once(
     argv += ["--preset", "high", "--no-progress", "--max-concurrency", str(concurrency)]
     if variant == "none":
         argv += ["--checkpoint", "none"]
+    if variant == "ray":
+        argv += ["--ray", "local", "--ray-workers", str(ray_workers)]
     started = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=work)
     assert proc.stderr is not None
@@ -94,6 +108,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=1024)
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--base-src", type=Path, help="the package copy the base variant runs")
+    parser.add_argument("--ray-workers", type=int, default=2, help="the ray variant's tasks")
     parser.add_argument("--json", type=Path, help="also write the raw runs here")
     args = parser.parse_args()
     variants = args.variants.split(",")
@@ -116,7 +131,9 @@ def main() -> None:
             for rep in range(args.repeats):
                 order = variants if rep % 2 == 0 else variants[::-1]
                 for v in order:
-                    run = run_once(v, url, data, work, args.concurrency, args.base_src)
+                    run = run_once(
+                        v, url, data, work, args.concurrency, args.base_src, args.ray_workers
+                    )
                     runs.append(run)
                     print(
                         f"  {v:8s} wall {run['wall_s']:6.2f} s  cpu {run['cpu_s']:6.2f} s  "
