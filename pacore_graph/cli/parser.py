@@ -190,6 +190,11 @@ def _run_args(run: argparse.ArgumentParser) -> None:
         type=Path,
         help="Jinja2 file replacing the synthesis prompt (default: the packaged one)",
     )
+    run.add_argument(
+        "--method",
+        help="run another method by its eval spec: single, majority:K, refine:R, rsa:N,K,T, "
+        "deepconf:N, deepconf-online:N, pacore:... (default: PaCoRe with --rounds/--preset)",
+    )
     _add_checkpoint_arg(run, "OUTPUT" + RUN_CHECKPOINT_SUFFIX)
     _add_ray_args(run)
     _add_model_args(run, shape=True)
@@ -208,7 +213,8 @@ def _eval_args(ev: argparse.ArgumentParser) -> None:
     ev.add_argument(
         "--methods",
         default="pacore:low,single,majority:4",
-        help="comma-separated: pacore:low|medium|high|8+2, single, majority:K, refine:R",
+        help="comma-separated: pacore:low|medium|high|8+2, single, majority:K, refine:R, "
+        "rsa:N,K,T, deepconf:N, deepconf-online:N",
     )
     ev.add_argument("--samples", type=int, default=1, help="independent runs per problem")
     ev.add_argument("--out", type=Path, required=True, help="output directory (resumable)")
@@ -219,6 +225,7 @@ def _eval_args(ev: argparse.ArgumentParser) -> None:
         "--limit", type=int, help="only the first N problems of the dataset (default: all)"
     )
     _add_checkpoint_arg(ev, "DIR/" + EVAL_CHECKPOINT_FILE)
+    _add_ray_args(ev)
     _add_model_args(ev)
     _add_round_control_args(ev)
 

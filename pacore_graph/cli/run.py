@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from pacore_graph.graph.records import PaCoReResult
     from pacore_graph.otel.spans import TraceOptions
     from pacore_graph.settings.config import PaCoReConfig
+    from pacore_graph.settings.grammar import MethodSpec
 
 __all__ = ["_run"]
 
@@ -51,6 +52,7 @@ async def _run(args: argparse.Namespace) -> int:
         _utf8_text(args.question, "the question")
     _check_base_urls(args.base_url)
     config, compactor = _prepare(args)
+    method = _method(args)
     template = _template(args.template)
     if args.output is not None:
         _writable_file(args.output, "--output")
@@ -83,8 +85,24 @@ async def _run(args: argparse.Namespace) -> int:
     with holding, _tracing(args) as trace_options:
         async with loop_lag_probe():
             return await _run_with(
-                args, config, compactor, template, records, input_errors, trace_options
+                args, config, compactor, template, records, input_errors, trace_options, method
             )
+
+
+def _method(args: argparse.Namespace) -> MethodSpec | None:
+    """``--method SPEC`` parsed before anything starts (a bad spec sends nothing)."""
+    text = getattr(args, "method", None)
+    if not text:
+        return None
+    from pacore_graph.settings.grammar import parse_method
+
+    try:
+        spec = parse_method(text)
+    except ValueError as exc:
+        raise UsageError(f"--method: {exc}") from None
+    if args.template is not None and spec.family != "pacore":
+        raise UsageError(f"--template is PaCoRe's synthesis prompt; --method {spec.text} has none")
+    return spec
 
 
 async def _run_with(
@@ -95,6 +113,7 @@ async def _run_with(
     records: list[Any],
     input_errors: list[Any],
     trace_options: TraceOptions,
+    method: MethodSpec | None = None,
 ) -> int:
     importing = None
     if not args.base_url:
@@ -110,13 +129,22 @@ async def _run_with(
 
         client = _client(args, endpoint, config)
         try:
-            graph = build_pacore_graph(
-                client,
-                config=config,
-                compactor=compactor,
-                template=template,
-                tracing=trace_options,
-            )
+            if method is not None and method.family != "pacore":
+                from pacore_graph.eval.methods import build_method_graph
+
+                graph = build_method_graph(
+                    method, client, config=config, compactor=compactor, tracing=trace_options
+                )
+            else:
+                if method is not None:  # pacore:SPEC names the round widths
+                    config = config.with_settings({"rounds": list(method.rounds)})
+                graph = build_pacore_graph(
+                    client,
+                    config=config,
+                    compactor=compactor,
+                    template=template,
+                    tracing=trace_options,
+                )
         except (ValueError, TypeError) as exc:
             raise UsageError(str(exc)) from None
         try:

@@ -5,6 +5,10 @@
 - ``single``: one sample.
 - ``majority:K``: self-consistency over K samples.
 - ``refine:R``: one trajectory rewritten R times (sequential refinement).
+- ``rsa:N,K,T``: RSA, N candidates each reading K of the previous N, T
+  populations, a majority vote at the end (:mod:`pacore_graph.graphs.rsa`).
+- ``deepconf:N`` / ``deepconf-online:N``: DeepConf offline and online
+  (:mod:`pacore_graph.graphs.deepconf`); both ask the server for logprobs.
 
 Every method is a graph from :mod:`pacore_graph.graphs` over the same client
 and records, so effective TTC is counted the same way for all of them.
@@ -17,8 +21,10 @@ from typing import Any
 from pacore_graph.control.limits import SequenceLimiter
 from pacore_graph.graph.builder import build_pacore_graph
 from pacore_graph.graph.compaction import Compactor
+from pacore_graph.graphs.deepconf import build_deepconf_graph, build_deepconf_online_graph
 from pacore_graph.graphs.majority import build_majority_graph
 from pacore_graph.graphs.refine import build_refine_graph
+from pacore_graph.graphs.rsa import build_rsa_graph
 from pacore_graph.graphs.single import build_single_graph
 from pacore_graph.llm.client import ChatClient
 from pacore_graph.otel.spans import TraceOptions
@@ -51,4 +57,11 @@ def build_method_graph(
         return build_majority_graph(client, spec.k, config=config, **common)
     if spec.family == "refine":
         return build_refine_graph(client, spec.k, config=config, **common)
+    if spec.family == "rsa":
+        n, t = spec.rounds[0], len(spec.rounds)
+        return build_rsa_graph(client, n, spec.k, t, config=config, **common)
+    if spec.family == "deepconf":
+        return build_deepconf_graph(client, spec.k, config=config, **common)
+    if spec.family == "deepconf-online":
+        return build_deepconf_online_graph(client, spec.k, config=config, **common)
     raise ValueError(f"unknown method family {spec.family!r}")  # pragma: no cover

@@ -10,7 +10,8 @@ so a width means the same thing, is bounded by the same
 - *widths*: positive integers separated by ``,`` or ``+`` (``8,2`` = ``8+2``);
 - *preset*: ``low`` | ``medium`` | ``high`` (:data:`PRESETS`);
 - *model name*: ``pacore-<preset>`` or ``pacore:<widths>``;
-- *method spec*: ``FAMILY[:ARGS]`` with the families of :data:`METHODS`.
+- *method spec*: ``FAMILY[:ARGS]`` with the families of :data:`METHODS`
+  (``rsa:N,K,T``, ``deepconf:N``, ``deepconf-online:N`` among them).
 
 Pure functions over strings, no pydantic: the ``pacore`` command parses its
 flags with them before any heavy import. Errors are ``ValueError`` with a
@@ -150,6 +151,8 @@ class MethodSpec:
             return sum(self.rounds) + 1
         if self.family == "refine":
             return self.k + 1
+        if self.family == "rsa":
+            return sum(self.rounds)
         return self.k
 
 
@@ -183,12 +186,38 @@ def _refine(spec: str, arg: str) -> MethodSpec:
     return MethodSpec(text=spec, family="refine", rounds=(1,) * r, k=r)
 
 
+def _rsa(spec: str, arg: str) -> MethodSpec:
+    """``rsa:N,K,T``: population N, K candidates read, T populations (rounds = N x T)."""
+    parts = [part for part in _SEPARATORS.split(arg) if part.strip()] if arg else []
+    if len(parts) != 3:
+        raise ValueError(f"method {spec!r}: use rsa:N,K,T (e.g. rsa:16,4,10)")
+    n, k, t = (_count(p, what, spec) for p, what in zip(parts, ("N", "K", "T"), strict=True))
+    if k > n:
+        raise ValueError(f"method {spec!r}: K={k} cannot be drawn from a population of N={n}")
+    return MethodSpec(text=spec, family="rsa", rounds=(n,) * t, k=k)
+
+
+def _deepconf(spec: str, arg: str) -> MethodSpec:
+    n = _count(arg, "N", spec)
+    return MethodSpec(text=spec, family="deepconf", rounds=(n,), k=n)
+
+
+def _deepconf_online(spec: str, arg: str) -> MethodSpec:
+    n = _count(arg, "N", spec)
+    if n < 2:
+        raise ValueError(f"method {spec!r}: N must be at least 2 (a warm-up and the rest)")
+    return MethodSpec(text=spec, family="deepconf-online", rounds=(n,), k=n)
+
+
 #: Method families and their parsers (``FAMILY[:ARGS]``), in the order help lists them.
 METHODS = {
     "pacore": (_pacore, "pacore:low|medium|high|8+2"),
     "single": (_single, "single"),
     "majority": (_majority, "majority:K"),
     "refine": (_refine, "refine:R"),
+    "rsa": (_rsa, "rsa:N,K,T"),
+    "deepconf": (_deepconf, "deepconf:N"),
+    "deepconf-online": (_deepconf_online, "deepconf-online:N"),
 }
 
 
