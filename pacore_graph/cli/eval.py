@@ -53,6 +53,10 @@ async def _eval(args: argparse.Namespace) -> int:
 
     # One writer per results folder: a second eval on it is refused before any model call.
     with _output_lock(args.out / RESULTS, "--out"):
+        if getattr(args, "ray", None) is not None:
+            from pacore_graph.cli.ray_run import eval_on_ray
+
+            eval_on_ray(args, records, _eval)  # the shares' runs, merged; reported below
         return await _eval_with(
             args,
             records,

@@ -1,4 +1,4 @@
-"""``pacore run --input ... --ray ADDRESS|local``: the dataset run's shares as Ray tasks.
+"""``pacore run --input``/``pacore eval`` with ``--ray ADDRESS|local``: shares as Ray tasks.
 
 The plan, the scheduling and the merge are :mod:`pacore_graph.runs.ray_cluster`'s;
 this module is the command's side: what a task runs (the same dataset run
@@ -20,7 +20,7 @@ from typing import Any
 from pacore_graph.cli.common import EXIT_FAILED, EXIT_OK, EXIT_SKIPPED_INPUT, UsageError
 from pacore_graph.errors import PaCoReError
 
-__all__ = ["run_on_ray"]
+__all__ = ["eval_on_ray", "run_on_ray"]
 
 #: The command a share runs: ``pacore run``'s coroutine function.
 Command = Callable[[argparse.Namespace], Coroutine[Any, Any, int]]
@@ -116,3 +116,64 @@ def _share_checkpoint(spec: str | None, share: Any) -> str | None:
         return spec
     path = text[len("sqlite:///") :] if text.startswith("sqlite:///") else text
     return f"{path}.ray-{share.index}-of-{share.count}"
+
+
+def eval_on_ray(args: argparse.Namespace, records: list[Any], command: Command) -> None:
+    """``pacore eval --ray``: each share is a ``pacore eval`` into ``DIR/ray-k-of-N/``.
+
+    Their result lines are merged into ``DIR/results.jsonl``; the caller then
+    runs the eval as usual, which finds those runs done and writes the
+    report and plot (and retries, in this process, a run that failed).
+    """
+    import dataclasses
+    import shutil
+
+    from pacore_graph.eval.harness import RESULTS
+    from pacore_graph.runs.ray_cluster import merge_shares, plan_shares, run_shares
+
+    if not args.base_url:
+        raise UsageError("--ray needs --base-url: every Ray task calls the same upstreams")
+    if args.ray_workers < 1:
+        raise UsageError(f"--ray-workers must be >= 1, got {args.ray_workers}")
+    shares = plan_shares(records, args.out / RESULTS, args.ray_workers)
+    folders = {s.index: args.out / f"ray-{s.index}-of-{s.count}" for s in shares}
+    try:
+        run_shares(
+            shares,
+            partial(_eval_share, command, args, folders),
+            address=args.ray,
+            workers=args.ray_workers,
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    except Exception as exc:  # a task that failed for good (Ray's own error types)
+        merged = [dataclasses.replace(s, output=folders[s.index] / RESULTS) for s in shares]
+        merge_shares(args.out / RESULTS, merged, keep_checkpoints=True)
+        text = str(exc).strip().splitlines()
+        raise PaCoReError(
+            f"a Ray task failed for good ({text[-1] if text else type(exc).__name__}); "
+            "the same command resumes the eval"
+        ) from None
+    merged = [dataclasses.replace(s, output=folders[s.index] / RESULTS) for s in shares]
+    merge_shares(args.out / RESULTS, merged)
+    for folder in folders.values():
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _eval_share(
+    command: Command, args: argparse.Namespace, folders: dict[int, Path], share: Any
+) -> int:
+    """One Ray task: ``pacore eval --dataset SHARE --out DIR/ray-k-of-N``, the same settings."""
+    from pacore_graph.control.gc_tuning import fan_out_gc
+
+    mine = copy.copy(args)
+    mine.dataset, mine.out = str(share.input), folders[share.index]
+    mine.since = mine.until = mine.limit = None
+    mine.ray = None
+    mine.no_progress = True
+    mine.checkpoint = _share_checkpoint(args.checkpoint, share)
+    try:
+        with fan_out_gc():
+            return asyncio.run(command(mine))
+    except UsageError as exc:
+        raise RuntimeError(f"pacore: error: {exc}") from None

@@ -86,6 +86,8 @@ def _line(record: DatasetRecord) -> str:
     data["messages"] = [dict(m) for m in record.messages]
     for key in ("question", "problem", "prompt"):
         data.pop(key, None)  # the messages say it
+    if record.ground_truth is not None:
+        data["ground_truth"] = record.ground_truth
     return json.dumps(data, ensure_ascii=False)
 
 

@@ -144,3 +144,29 @@ def test_a_killed_worker_is_rerun_and_resumes_from_its_checkpoints(tmp_path: Pat
     assert NEEDED <= total <= NEEDED + in_flight  # only what was in flight is asked again
     leftovers = sorted(p.name for p in tmp_path.iterdir())
     assert leftovers == ["data.jsonl", "results.jsonl"]  # the share files are merged away
+
+
+def test_eval_over_ray_merges_every_run_and_reports(tmp_path: Path) -> None:
+    pytest.importorskip("ray")
+    data = tmp_path / "data.jsonl"
+    with data.open("w") as fh:
+        for i in range(6):
+            q = {"role": "user", "content": f"What is {i} + {i}?"}
+            fh.write(json.dumps({"id": f"q{i}", "messages": [q], "ground_truth": str(2 * i)}))
+            fh.write("\n")
+    out = tmp_path / "ev"
+    with ScriptedServer(by_input).run_in_thread() as srv:
+        argv = [sys.executable, "-m", "pacore_graph.cli", "eval", "--dataset", str(data)]
+        argv += ["--methods", "single,pacore:4", "--out", str(out), "--no-progress"]
+        argv += ["--base-url", srv.base_url, "--model", "scripted"]
+        argv += ["--ray", "local", "--ray-workers", "2"]
+        env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+        done = subprocess.run(argv, env=env, cwd=tmp_path, capture_output=True, timeout=400)
+        asked = samples_returned(srv)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    keys = sorted((line["method"], line["problem_id"]) for line in lines)
+    assert keys == sorted((m, f"q{i}") for m in ("single", "pacore:4") for i in range(6))
+    assert asked == 6 * 1 + 6 * (4 + 1)  # every run once, in the shares: none again here
+    assert (out / "report.json").is_file()
+    assert not [p for p in out.iterdir() if p.name.startswith(("ray-", "results.jsonl.ray"))]
