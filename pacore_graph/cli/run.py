@@ -182,7 +182,10 @@ async def _run_with(
                     progress=not args.no_progress,
                     max_problems_in_flight=max(config.max_concurrency, 1),
                     checkpointer=saver,
-                    model_nodes=PACORE_MODEL_NODES,
+                    # Only the PaCoRe graph's cheap steps are known to call no model.
+                    model_nodes=PACORE_MODEL_NODES
+                    if method is None or method.family == "pacore"
+                    else None,
                 )
             report = {
                 "output": str(args.output),
