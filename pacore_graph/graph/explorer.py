@@ -39,7 +39,7 @@ from pacore_graph.graph.streaming import (
     wants_tokens,
 )
 from pacore_graph.llm.batching import SampleBatcher
-from pacore_graph.otel.spans import record_chat_request, record_chat_response
+from pacore_graph.otel.spans import record_call_error, record_chat_request, record_chat_response
 from pacore_graph.settings.config import SamplingParams
 
 __all__ = [
@@ -155,6 +155,7 @@ class ChatExplorer:
                     params=task.params,
                 )
         except ModelCallError as exc:
+            record_call_error(exc)  # the span's error.type: status or kind, not the text
             return failed_trajectory(task, str(exc))
         if c.seed is not None and c.seed != seed:
             # Batched: the span says the seed the shared n-sample request carried.
@@ -237,6 +238,7 @@ class GraphExplorer:
         try:
             out = await self.graph.ainvoke({"task": task}, config)
         except ModelCallError as exc:
+            record_call_error(exc)  # the span's error.type: status or kind, not the text
             return failed_trajectory(task, str(exc))
         finally:
             if self.release is not None:

@@ -60,7 +60,7 @@ from pacore_graph.graph.streaming import (
     round_started,
 )
 from pacore_graph.llm.session_header import session_scope
-from pacore_graph.otel.spans import RunTracer
+from pacore_graph.otel.spans import RunTracer, record_call_error
 from pacore_graph.settings.config import PaCoReConfig
 from pacore_graph.settings.per_run import SettingsError, resolve_settings, run_settings_given
 from pacore_graph.settings.request_limits import RequestLimits
@@ -158,7 +158,7 @@ class PaCoReNodes:
         )
         run_id = uuid.uuid4().hex
         schedule = self._schedule(cfg)
-        self.tracer.start_run(run_id, schedule, cfg.preset_name())
+        self.tracer.start_run(run_id, schedule, cfg.preset_name(), messages=convo)
         update: dict[str, Any] = {
             "run_id": run_id,
             "started": time.time(),
@@ -324,6 +324,7 @@ class PaCoReNodes:
                         out = await graph.ainvoke({"task": task}, config)
                 return explorer.trajectory_of(out)
             except ModelCallError as exc:
+                record_call_error(exc)  # the span's error.type: status or kind, not the text
                 return failed_trajectory(task, str(exc))
             finally:
                 if explorer.release is not None:

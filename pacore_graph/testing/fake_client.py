@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +20,14 @@ from pacore_graph.graph.records import Completion
 from pacore_graph.settings.config import SamplingParams
 
 __all__ = ["FakeCall", "FakeChatClient", "FakeReply"]
+
+_STATUS = re.compile(r"\bHTTP (\d{3})\b")
+
+
+def _status(error: str) -> int:
+    """The status an error text names (``HTTP 429 ...``), else 500: the fake fails by input."""
+    found = _STATUS.search(error)
+    return int(found.group(1)) if found else 500
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -84,7 +93,7 @@ class FakeChatClient:
             if isinstance(reply, str):
                 reply = FakeReply(content=reply)
             if reply.error is not None:
-                raise UpstreamStatusError(reply.error, status=500, retryable=True)
+                raise UpstreamStatusError(reply.error, status=_status(reply.error), retryable=True)
             tokens = reply.completion_tokens
             if tokens is None:
                 tokens = len(reply.content.split()) + len((reply.reasoning or "").split())

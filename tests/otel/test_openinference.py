@@ -172,3 +172,31 @@ async def test_error_type_is_the_status_not_the_text(run: Run) -> None:
 )
 def test_error_type_values_are_few(error: Any, expected: str) -> None:
     assert error_type(error) == expected
+
+
+async def test_a_timed_out_call_is_named_by_its_kind_not_other(
+    traced: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
+    """The explorer hands its exception to the span: a timeout's text names no status."""
+    provider, exporter = traced
+
+    class TimesOut(FakeChatClient):
+        async def complete(self, messages: Any, **kwargs: Any) -> Any:
+            if kwargs.get("seed") == 1:
+                raise UpstreamTimeoutError("timed out after 3s waiting for http://10.0.0.1/v1")
+            return await super().complete(messages, **kwargs)
+
+    graph = build_pacore_graph(
+        TimesOut(reply=reply, model="m"),
+        config=PaCoReConfig(rounds=[3], batch_samples=False, sampling=SamplingParams(seed=0)),
+        tracing=TraceOptions(tracer_provider=provider),
+    )
+    result = await invoke(graph, "What is 17 + 25?")
+    assert [t.failed for t in result.rounds[0]] == [False, True, False]
+    types = {
+        (s.attributes or {}).get("pacore.explorer.index"): (s.attributes or {}).get("error.type")
+        for s in exporter.get_finished_spans()
+        if "error.type" in (s.attributes or {})
+    }
+    assert types == {1: "timeout"}
+    assert error_type(result.rounds[0][1].error) == UNKNOWN_ERROR_TYPE  # what the text alone gives
