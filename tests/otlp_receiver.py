@@ -41,6 +41,7 @@ class Receiver:
                                     for link in span.links
                                 ],
                                 "service": service.get("service.name"),
+                                "project": service.get("openinference.project.name"),
                                 "scope": ss.scope.name,
                                 "scope_version": ss.scope.version,
                                 "schema_url": ss.schema_url,

@@ -20,7 +20,7 @@ import dataclasses
 import sys
 from typing import Any
 
-from pacore_graph.cli.common import UsageError, _format_validation
+from pacore_graph.cli.common import UsageError, _format_validation, _tracing
 
 __all__ = ["_serve"]
 
@@ -35,7 +35,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     try:
         from pacore_graph.serve import API_KEY_ENV_VAR, ServeSettings, serve
-        from pacore_graph.serve.server import is_loopback, serve_async
+        from pacore_graph.serve.server import is_loopback
     except ImportError as exc:
         raise UsageError(
             f"pacore serve needs the serve extra (pip install 'pacore-graph[serve]'): {exc}"
@@ -104,21 +104,25 @@ def _serve(args: argparse.Namespace) -> int:
         "drain_timeout": args.drain_timeout,
         "log_level": args.log_level,
     }
-    if upstreams:
-        serve(settings, **where)
-        return 0
-
-    async def over_the_embedded_model() -> None:
-        from pacore_graph.embedded import model_endpoint
-
-        print(
-            "starting the embedded model server (SmolLM2-135M-Instruct, llama.cpp)...",
-            file=sys.stderr,
-            flush=True,
-        )
-        async with model_endpoint(None, None) as (base_url, model):
-            embedded = dataclasses.replace(settings, upstreams=(base_url,), model=model)
-            await serve_async(embedded, **where)
-
-    asyncio.run(over_the_embedded_model())
+    with _tracing(args) as tracing:  # --trace: flushed and shut down when the server stops
+        settings = dataclasses.replace(settings, tracing=tracing)
+        if upstreams:
+            serve(settings, **where)
+        else:
+            asyncio.run(_over_the_embedded_model(settings, where))
     return 0
+
+
+async def _over_the_embedded_model(settings: Any, where: dict[str, Any]) -> None:
+    """Serve over the embedded model, started here (no ``--upstream``)."""
+    from pacore_graph.embedded import model_endpoint
+    from pacore_graph.serve.server import serve_async
+
+    print(
+        "starting the embedded model server (SmolLM2-135M-Instruct, llama.cpp)...",
+        file=sys.stderr,
+        flush=True,
+    )
+    async with model_endpoint(None, None) as (base_url, model):
+        embedded = dataclasses.replace(settings, upstreams=(base_url,), model=model)
+        await serve_async(embedded, **where)

@@ -108,6 +108,7 @@ class ServeState:
             limiter=self.limiter,
             compactors=settings.compactors,
             limits=settings.limits,
+            tracing=settings.tracing,
         )
         #: Run admission: ``max_concurrency`` slots, then a bounded FIFO queue.
         self.queue = RunQueue(
@@ -269,6 +270,12 @@ def create_app(settings: ServeSettings, *, client: ChatClient | None = None) -> 
                 await aclose()
             if state.passthrough is not None:
                 await state.passthrough.aclose()
+            provider = settings.tracing.tracer_provider if settings.tracing else None
+            flush = getattr(provider, "force_flush", None)
+            if flush is not None:
+                # uvicorn re-raises SIGTERM once the app has shut down, so the
+                # process may end before any code after serve() runs: export now.
+                await asyncio.to_thread(flush)
 
     app = FastAPI(title="pacore serve", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.pacore = state

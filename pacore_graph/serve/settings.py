@@ -6,6 +6,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 
 from pacore_graph.graph.compactor_registry import CompactorRegistry
+from pacore_graph.otel.spans import TraceOptions
 from pacore_graph.settings.config import PaCoReConfig, RetryPolicy, SamplingParams
 from pacore_graph.settings.request_limits import RequestLimitError, RequestLimits
 
@@ -98,6 +99,7 @@ class ServeSettings:
     retry_after_s: int = 1
     limits: RequestLimits = field(default_factory=RequestLimits)
     compactors: CompactorRegistry = field(default_factory=CompactorRegistry)
+    tracing: TraceOptions | None = None
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     max_json_depth: int = DEFAULT_MAX_JSON_DEPTH
     max_connections: int = DEFAULT_MAX_CONNECTIONS

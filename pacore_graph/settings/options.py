@@ -279,6 +279,9 @@ SAMPLING_OPTION_NAMES = (
     "retries",
     "call_deadline",
     *LIMIT_OPTION_NAMES,
+    "trace",
+    "trace_project",
+    "trace_content",
 )
 
 _BY_NAME = {o.name: o for o in SHAPE_OPTIONS + MODEL_OPTIONS}
