@@ -307,7 +307,9 @@ async def test_a_thread_written_whole_resumes_and_stays_whole(tmp_path: Path) ->
         graph = build_pacore_graph(
             SeedClient(hold=frozenset({2})), config=CONFIG, checkpointer=with_pacore_types(plain)
         )
-        run = asyncio.create_task(graph.ainvoke(question, cfg, durability="async"))
+        # sync: no checkpoint is still being written in the background when the saver
+        # closes (it held the file's lock, and opening it again failed as "locked").
+        run = asyncio.create_task(graph.ainvoke(question, cfg, durability="sync"))
         await _saved_tasks(graph, cfg, want=3)
         run.cancel()
         with pytest.raises(asyncio.CancelledError):
