@@ -2,8 +2,8 @@
 
 The plain explorer talks to the scripted server over loopback HTTP; the graph
 explorer runs a real compiled LangGraph graph. The graph-level behaviour
-(rounds, subgraphs in xray, streaming) is in test_graph.py and
-test_explorer_subgraphs.py.
+(rounds, subgraphs in xray, streaming) is in test_builder.py and
+test_tool_explorer.py.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The graph's nodes called one by one, with no graph around them (graph/nodes).
 
 Each test hands a node the state the previous node produced and checks its
-partial update; the whole graph is test_graph.py's. The explorer answers by
+partial update; the whole graph is test_builder.py's. The explorer answers by
 its input (the prompt and its own index), as any plugged-in explorer may.
 """
 
