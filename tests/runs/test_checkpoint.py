@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import ormsgpack
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
@@ -27,7 +26,7 @@ from langgraph.graph import START, MessagesState, StateGraph
 
 from pacore_graph import PaCoReConfig, build_pacore_graph
 from pacore_graph.graph.records import Completion, PaCoReResult, Trajectory
-from pacore_graph.runs.checkpoint import SERDE_ALLOWLIST, open_checkpointer, pacore_serde
+from pacore_graph.runs.checkpoint import open_checkpointer, pacore_serde
 from pacore_graph.settings.config import SamplingParams
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -132,92 +131,6 @@ async def test_nested_in_a_checkpointed_parent_graph() -> None:
     assert out["messages"][-1].content == "answer from seed 2000"
     snapshot = await app.aget_state(thread, subgraphs=True)
     assert snapshot.values["messages"][-1].content == "answer from seed 2000"
-
-
-def test_allowlist_names_every_record_type() -> None:
-    names = {name for _, name in SERDE_ALLOWLIST}
-    assert {"Trajectory", "ToolCallRecord", "PaCoReResult", "ExploreTask"} <= names
-
-
-def test_fast_serializer_writes_the_bytes_langgraph_would() -> None:
-    """pacore_serde's fast path for records and Send must stay byte-compatible both ways."""
-    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
-    from langgraph.types import Send
-
-    from pacore_graph.graph.explorer import ExploreTask
-    from pacore_graph.graph.records import ToolCallRecord
-
-    traj = Trajectory(
-        round=1,
-        index=2,
-        content="c",
-        tool_calls=(ToolCallRecord(name="t", arguments={"a": 1}, output="o"),),
-        token_ids=(1, 2),
-        logprobs=[{"token": "a", "logprob": -0.5}],
-    )
-    value = {
-        "rounds": ((traj,), (traj, Trajectory(round=2, index=0, error="boom"))),
-        "send": Send("explore", {"x": traj}),
-        "task": ExploreTask(
-            run_id="r",
-            problem_id=None,
-            round=0,
-            index=1,
-            width=2,
-            messages=({"role": "user", "content": "Q"},),
-            params=SamplingParams(),
-        ),
-    }
-    stock = JsonPlusSerializer(allowed_msgpack_modules=sorted(SERDE_ALLOWLIST))
-    fast = pacore_serde()
-    assert fast.dumps_typed(value) == stock.dumps_typed(value)
-    back = stock.loads_typed(fast.dumps_typed(value))
-    assert back["rounds"][1][1] == Trajectory(round=2, index=0, error="boom")
-    assert back["task"] == value["task"]
-
-
-def test_a_checkpoint_written_under_the_old_module_paths_still_loads() -> None:
-    """Records saved before the layer folders (``pacore_graph.records``, ...) load as today's."""
-    from pacore_graph.graph.explorer import ExploreTask
-    from pacore_graph.graph.records import ToolCallRecord
-    from pacore_graph.runs.checkpoint import LEGACY_MODULES
-
-    old_path = {new: old for old, new in LEGACY_MODULES.items()}
-
-    def to_old(code: int, data: bytes) -> ormsgpack.Ext:
-        value = ormsgpack.unpackb(data, ext_hook=to_old, option=ormsgpack.OPT_NON_STR_KEYS)
-        if isinstance(value, list) and value and isinstance(value[0], str):
-            value[0] = old_path.get(value[0], value[0])
-        return ormsgpack.Ext(code, ormsgpack.packb(value, option=ormsgpack.OPT_NON_STR_KEYS))
-
-    traj = Trajectory(
-        round=1,
-        index=0,
-        content="c",
-        tool_calls=(ToolCallRecord(name="t", arguments={"a": 1}, output="o"),),
-    )
-    task = ExploreTask(
-        run_id="r",
-        problem_id=None,
-        round=0,
-        index=1,
-        width=2,
-        messages=({"role": "user", "content": "Q"},),
-        params=SamplingParams(),
-    )
-    value = {"rounds": ((traj,),), "task": task}
-    serde = pacore_serde()
-    kind, data = serde.dumps_typed(value)
-    old = ormsgpack.packb(
-        ormsgpack.unpackb(data, ext_hook=to_old, option=ormsgpack.OPT_NON_STR_KEYS),
-        option=ormsgpack.OPT_NON_STR_KEYS,
-    )
-    assert b"pacore_graph.records" in old and b"pacore_graph.graph.records" not in old
-    wider = serde.with_msgpack_allowlist([("example", "Extra")])  # what a saver's allowlist makes
-    for reader in (serde, wider):
-        back = reader.loads_typed((kind, old))
-        assert back["rounds"][0][0] == traj
-        assert back["task"] == task
 
 
 def test_resume_works_under_strict_msgpack() -> None:
