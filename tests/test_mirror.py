@@ -39,9 +39,20 @@ def _located(name: str) -> Path:
 MIRRORED: tuple[tuple[Path, Path], ...] = (
     *(
         (PACKAGE / folder, TESTS / folder)
-        for folder in ("llm", "runs", "rl", "embedded", "testing")
+        for folder in (
+            "llm",
+            "runs",
+            "rl",
+            "embedded",
+            "testing",
+            "graph",
+            "control",
+            "otel",
+            "message_graph",
+        )
     ),
     (_located("pacore_graph.tools"), TESTS / "tools"),
+    (_located("pacore_graph.graphs"), TESTS / "graphs"),
 )
 TOP_LEVEL = ("lazy",)
 
@@ -98,6 +109,7 @@ def test_the_scan_sees_every_mirrored_folder() -> None:
     for source, tests in MIRRORED:
         assert any(name.startswith(f"{tests.name}/") for name in found), source
     assert "llm/retry" in found and "tools/sandbox/paths" in found and "lazy" in found
+    assert "graphs/pacore" in found
 
 
 def test_a_shared_module_name_is_qualified_by_its_folder() -> None:
@@ -107,6 +119,8 @@ def test_a_shared_module_name_is_qualified_by_its_folder() -> None:
     assert files["embedded/protocol"].name == "test_embedded_protocol.py"
     assert files["tools/sandbox/protocol"].name == "test_sandbox_protocol.py"
     assert files["llm/retry"] == TESTS / "llm" / "test_retry.py"
+    assert shared["streaming"] > 1  # graph/streaming and serve/streaming
+    assert files["graph/streaming"].name == "test_graph_streaming.py"
 
 
 def test_every_module_has_a_test_file_of_its_name() -> None:
