@@ -49,6 +49,8 @@ MIRRORED: tuple[tuple[Path, Path], ...] = (
             "control",
             "otel",
             "message_graph",
+            "settings",
+            "serve",
         )
     ),
     (_located("pacore_graph.tools"), TESTS / "tools"),
