@@ -1,18 +1,14 @@
-"""Eval report: per-method arithmetic on scripted result lines, report files, scaling plot."""
+"""Eval report: per-method arithmetic on scripted result lines, report files."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
-import struct
-import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
+from report_support import LINES, META, STAT_KEYS, TOL, WALL, M, P, S, run
 
-from pacore_graph.eval.plot import plot_scaling, scaling_figure
 from pacore_graph.eval.report import (
     MethodStats,
     dataset_label,
@@ -23,80 +19,6 @@ from pacore_graph.eval.report import (
     wilson_interval,
     write_report,
 )
-
-TOL = 1e-9
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-META = {"dataset": "easy.jsonl", "model": "smollm2-135m", "grader": "math"}
-STAT_KEYS = {
-    "accuracy",
-    "ci95",
-    "mean_ttc",
-    "runs",
-    "problems",
-    "samples",
-    "failures",
-    "failed_trajectories",
-    "truncations",
-    "unparsed",
-    "mean_wall_s",
-    "wall_s",
-    "family",
-}
-
-
-def run(method: str, problem: str, sample: int, score: float, **extra: Any) -> dict[str, Any]:
-    """One results.jsonl line with neutral defaults (what a clean run writes)."""
-    line: dict[str, Any] = {
-        "method": method,
-        "family": method.split(":")[0],
-        "problem_id": problem,
-        "sample": sample,
-        "score": score,
-        "parsed": True,
-        "extracted": "1",
-        "expected": "1",
-        "effective_ttc": 0,
-        "trajectories": 1,
-        "failed_trajectories": 0,
-        "truncations": 0,
-        "wall_s": 0.0,
-        "error": None,
-        "some_future_key": {"ignored": True},
-    }
-    line.update(extra)
-    return line
-
-
-M, S, P = "majority:4", "single", "pacore:low"
-
-# The order matters: majority:4 is seen first, then single, then pacore:low.
-LINES: list[dict[str, Any]] = [
-    # majority:4, 2 samples over 4 problems.
-    run(M, "e0", 0, 1.0, effective_ttc=400, trajectories=5, wall_s=2.0),
-    run(M, "e0", 1, 1.0, effective_ttc=420, failed_trajectories=1, truncations=1, wall_s=2.2),
-    # A failed run: counted as a failure, scores 0, its parsed=false is NOT "unparsed".
-    run(M, "e1", 0, 0.0, parsed=False, error="HTTP 500", failed_trajectories=5, wall_s=0.5),
-    run(M, "e1", 1, 1.0, effective_ttc=380, wall_s=1.8),
-    # Stale line, superseded by the resumed run below (last wins).
-    run(M, "e2", 0, 1.0, effective_ttc=500, truncations=7, wall_s=9.9),
-    run(S, "e0", 0, 1.0, effective_ttc=100, wall_s=1.0),
-    run(S, "e1", 0, 0.0, parsed=False, effective_ttc=120, wall_s=1.2),  # unparsed
-    run(S, "e2", 0, 1.0, effective_ttc=90, truncations=1, wall_s=0.9),
-    run(S, "e3", 0, 1.0, effective_ttc=110, wall_s=1.1),
-    run(M, "e2", 1, 1.0, effective_ttc=460, wall_s=2.3),
-    run(M, "e3", 0, 1.0, effective_ttc=410, wall_s=2.0),
-    run(M, "e3", 1, 1.0, effective_ttc=390, wall_s=1.9),
-    # The resumed run of (majority:4, e2, 0): a wrong answer.
-    run(M, "e2", 0, 0.0, effective_ttc=440, truncations=1, wall_s=2.1),
-    # pacore:low, 3 samples over 2 problems.
-    run(P, "e0", 0, 1.0, effective_ttc=1000, trajectories=5, wall_s=5.0),
-    run(P, "e0", 1, 1.0, effective_ttc=1200, trajectories=5, wall_s=6.0),
-    run(P, "e0", 2, 0.0, effective_ttc=1100, trajectories=5, wall_s=5.5),
-    run(P, "e1", 0, 1.0, effective_ttc=900, trajectories=5, wall_s=4.5),
-    run(P, "e1", 1, 0.0, effective_ttc=1300, trajectories=5, truncations=2, wall_s=6.5),
-    run(P, "e1", 2, 0.0, effective_ttc=1500, trajectories=5, wall_s=7.5),
-]
-WALL = {S: 10.0, M: 30.5}
 
 
 @pytest.fixture
@@ -302,109 +224,6 @@ def test_write_report(tmp_path: Path, stats: dict[str, MethodStats]) -> None:
     )
     assert md_path.read_text(encoding="utf-8") == report_markdown(stats, meta=META)
     assert sorted(p.name for p in json_path.parent.iterdir()) == ["report.json", "report.md"]
-
-
-# --------------------------------------------------------------------------- plot
-
-
-def png_size(path: Path) -> tuple[int, int]:
-    """Width and height from the IHDR chunk, which the PNG spec puts first."""
-    data = path.read_bytes()
-    assert data[:8] == PNG_MAGIC
-    length, kind = struct.unpack(">I4s", data[8:16])
-    assert (length, kind) == (13, b"IHDR")
-    width, height = struct.unpack(">II", data[16:24])
-    return width, height
-
-
-def test_plot_scaling_png(tmp_path: Path, stats: dict[str, MethodStats]) -> None:
-    more = dict(stats)
-    more["pacore:medium"] = dataclasses.replace(
-        stats[P], method="pacore:medium", accuracy=0.8, ci95=(0.5, 0.95), mean_ttc=4000.0
-    )
-    out = plot_scaling(more, tmp_path / "plots" / "scaling.png", title="test")
-    assert out == tmp_path / "plots" / "scaling.png"
-    assert out.stat().st_size > 1000
-    width, height = png_size(out)
-    assert 400 <= width <= 4000
-    assert 300 <= height <= 3000
-    assert width > height  # landscape, like the paper's figure
-
-
-def test_plot_single_method_and_all_failed(tmp_path: Path) -> None:
-    single = summarize([run(S, "a", 0, 1.0, effective_ttc=50)])
-    assert png_size(plot_scaling(single, tmp_path / "one.png")) > (0, 0)
-    failed = summarize(
-        [run(M, p, 0, 0.0, error="connection refused", effective_ttc=0) for p in "abc"]
-        + [run(P, p, 0, 0.0, error="connection refused", effective_ttc=0) for p in "abc"]
-    )
-    assert failed[M].mean_ttc == 0.0
-    assert png_size(plot_scaling(failed, tmp_path / "failed.png")) > (0, 0)
-    assert png_size(plot_scaling({}, tmp_path / "empty.png")) > (0, 0)
-
-
-def test_plot_does_not_touch_pyplot(tmp_path: Path) -> None:
-    if "matplotlib.pyplot" in sys.modules:
-        pytest.skip("pyplot already imported by another test")
-    plot_scaling(summarize(LINES), tmp_path / "s.png")
-    assert "matplotlib.pyplot" not in sys.modules
-
-
-def test_plot_without_matplotlib_names_the_extra(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    for name in ("matplotlib", "matplotlib.figure", "matplotlib.backends.backend_agg"):
-        monkeypatch.setitem(sys.modules, name, None)
-    with pytest.raises(ImportError, match=r"pip install 'pacore-graph\[eval\]'"):
-        plot_scaling(summarize(LINES), tmp_path / "s.png")
-    assert not (tmp_path / "s.png").exists()
-
-
-def test_plot_single_ttc_has_a_visible_x_range(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Regression: matplotlib's log autoscale gave xlim (50, 50) for one point, drawing nothing.
-    from matplotlib.figure import Figure
-
-    seen: list[tuple[float, float]] = []
-    original = Figure.savefig
-
-    def spy(self: Figure, *args: Any, **kwargs: Any) -> None:
-        seen.append(self.axes[0].get_xlim())
-        original(self, *args, **kwargs)
-
-    monkeypatch.setattr(Figure, "savefig", spy)
-    plot_scaling(summarize([run(S, "a", 0, 1.0, effective_ttc=50)]), tmp_path / "one.png")
-    plot_scaling(summarize([run(S, "a", 0, 0.0, error="x")]), tmp_path / "zero.png")
-    (lo, hi), (zlo, zhi) = seen
-    assert lo < 50 < hi
-    assert zlo < 1.0 < zhi  # TTC 0 drawn at 1 on the log axis
-
-
-def test_the_legend_draws_a_line_only_for_families_with_several_points(
-    stats: dict[str, MethodStats],
-) -> None:
-    """A family of one method is a point: its legend entry must not promise a line."""
-    more = dict(stats)
-    more["pacore:medium"] = dataclasses.replace(
-        stats[P], method="pacore:medium", accuracy=0.8, ci95=(0.5, 0.95), mean_ttc=4000.0
-    )
-    fig = scaling_figure(more)
-    ax = fig.axes[0]
-    families = {s.family: 0 for s in more.values()}
-    for s in more.values():
-        families[s.family] += 1
-    handles, labels = ax.get_legend_handles_labels()
-    styles = {
-        label: handle.lines[0].get_linestyle()
-        for handle, label in zip(handles, labels, strict=True)
-    }
-    assert set(styles) == set(families)
-    for family, count in families.items():
-        drawn = styles[family] not in ("None", "none", "", " ")
-        assert drawn == (count > 1), (family, count, styles[family])
-    assert any(count > 1 for count in families.values())
-    assert any(count == 1 for count in families.values())
 
 
 def test_dataset_label_keeps_no_path_of_the_machine(tmp_path: Path) -> None:
