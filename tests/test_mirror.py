@@ -51,6 +51,7 @@ MIRRORED: tuple[tuple[Path, Path], ...] = (
             "message_graph",
             "settings",
             "serve",
+            "eval",
         )
     ),
     (_located("pacore_graph.tools"), TESTS / "tools"),
