@@ -1,7 +1,7 @@
 """Dataset runs: reading JSONL, output lines, resuming.
 
 The model is the in-process fake (answers by input); the runner's HTTP path is
-the same graph, tested in test_http_run.py and test_cli.py.
+the same graph, tested in test_http_run.py and tests/cli/test_run.py.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The ``pacore`` command, in-process and as a real subprocess.
+"""``pacore run`` (cli/run), in-process and as a real subprocess.
 
 Every run points ``--base-url`` at a scripted server in a background thread, so
 the embedded model is never started.
@@ -6,7 +6,6 @@ the embedded model is never started.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -21,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from pacore_graph.cli import build_parser, main
+from pacore_graph.cli import main
 from pacore_graph.eval.datasets import sample_questions_path
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
 
@@ -373,49 +372,3 @@ def test_subprocess_bad_rounds_exits_2(server: ScriptedServer) -> None:
     assert "pacore: error:" in proc.stderr
     assert proc.stdout == ""
     assert server.request_count == 0
-
-
-# --------------------------------------------------------------------------- lazy parser
-
-
-def _helps(parser: argparse.ArgumentParser) -> dict[str, str]:
-    out = {"pacore": parser.format_help()}
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for name, sub in action.choices.items():
-                out[name] = sub.format_help()
-    return out
-
-
-def test_a_parser_for_one_command_parses_and_helps_as_the_full_one() -> None:
-    from pacore_graph.cli.parser import COMMANDS
-
-    full = build_parser()
-    full_helps = _helps(full)
-    argv = ["run", "q", "--preset", "high", "--max-tokens", "9", "--base-url", "http://h:1/v1"]
-    for name in COMMANDS:
-        one = build_parser(name)
-        assert _helps(one)["pacore"] == full_helps["pacore"]  # every command still listed
-        assert _helps(one)[name] == full_helps[name], name
-    assert vars(build_parser("run").parse_args(argv)) == vars(full.parse_args(argv))
-    # ... and the other commands' flags were not built (what ``main`` saves)
-    assert "--algo" in full_helps["train"]
-    assert "--algo" not in _helps(build_parser("run"))["train"]
-
-
-def test_the_command_is_the_first_word_that_is_not_an_option() -> None:
-    from pacore_graph.cli.parser import command_in
-
-    assert command_in(["run", "--input", "eval"]) == "run"
-    assert command_in(["--version"]) is None
-    assert command_in(["-h", "eval", "--dataset", "d"]) == "eval"
-    assert command_in(["nonsense", "run"]) is None
-    assert command_in([]) is None
-
-
-def test_an_unknown_command_is_refused_as_before(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as info:
-        main(["runn", "q"])
-    assert info.value.code == 2
-    err = capsys.readouterr().err
-    assert "invalid choice: 'runn'" in err and "'run'" in err and "'eval'" in err
