@@ -1,0 +1,117 @@
+"""cli/common: the checks every command makes before any model call, and the run summary.
+
+Each refusal is a ``UsageError`` (exit 2) whose text is one line naming the
+flag; the files are real ones under ``tmp_path``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from pacore_graph.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_SKIPPED_INPUT,
+    EXIT_USAGE,
+    UsageError,
+    _check_base_url,
+    _check_base_urls,
+    _readable_file,
+    _summary,
+    _utf8_text,
+    _writable_file,
+)
+from pacore_graph.errors import PaCoReError
+from pacore_graph.graph.records import PaCoReResult, Trajectory
+
+
+def test_exit_statuses_are_distinct_and_a_usage_error_is_a_pacore_error() -> None:
+    assert (EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_SKIPPED_INPUT) == (0, 1, 2, 3)
+    assert issubclass(UsageError, PaCoReError)
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:8000/v1", "https://api.example.com/v1"])
+def test_good_base_urls_pass(url: str) -> None:
+    _check_base_url(url)
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("ftp://h/v1", "must be an http(s) URL"),
+        ("127.0.0.1:8000", "must be an http(s) URL"),
+        ("http://h:notaport/v1", "--base-url 'http://h:notaport/v1': "),
+        ("http://u:secret@h/v1", "must not carry credentials"),
+    ],
+)
+def test_bad_base_urls_are_one_line_naming_the_flag(url: str, message: str) -> None:
+    with pytest.raises(UsageError) as caught:
+        _check_base_url(url)
+    text = str(caught.value)
+    assert message in text and "\n" not in text
+    assert "secret" not in text
+
+
+def test_a_replica_named_twice_is_refused() -> None:
+    _check_base_urls(None)
+    _check_base_urls(["http://a/v1", "http://b/v1"])
+    with pytest.raises(UsageError, match="--base-url http://a/v1 is given twice"):
+        _check_base_urls(["http://a/v1", "http://b/v1", "http://a/v1"])
+
+
+def test_readable_file_refuses_missing_and_directories(tmp_path: Path) -> None:
+    good = tmp_path / "in.jsonl"
+    good.write_text("{}\n")
+    _readable_file(good, "--input")
+    with pytest.raises(UsageError, match=r"^--input .*: no such file$"):
+        _readable_file(tmp_path / "missing.jsonl", "--input")
+    with pytest.raises(UsageError, match="is a directory, not a file"):
+        _readable_file(tmp_path, "--input")
+
+
+def test_writable_file_refuses_directories_and_uncreatable_paths(tmp_path: Path) -> None:
+    _writable_file(tmp_path / "new" / "deep" / "out.jsonl", "--output")  # parents get made
+    with pytest.raises(UsageError, match="is a directory; give a file name"):
+        _writable_file(tmp_path, "--output")
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(UsageError, match="cannot create a file in"):
+        _writable_file(blocker / "out.jsonl", "--output")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write anything")
+def test_writable_file_refuses_a_read_only_file(tmp_path: Path) -> None:
+    ro = tmp_path / "ro.jsonl"
+    ro.write_text("")
+    ro.chmod(0o444)
+    with pytest.raises(UsageError, match="not writable"):
+        _writable_file(ro, "--output")
+
+
+def test_text_with_undecodable_bytes_is_refused_with_the_position() -> None:
+    assert _utf8_text("ok é", "the question") == "ok é"
+    text = b"ab\xffc".decode("utf-8", "surrogateescape")
+    with pytest.raises(UsageError) as caught:
+        _utf8_text(text, "the question")
+    assert str(caught.value) == (
+        "the question is not valid UTF-8 (undecodable byte at character 3)"
+    )
+
+
+def test_the_summary_counts_rounds_failures_and_tokens() -> None:
+    rounds = (
+        (
+            Trajectory(round=0, index=0, content="a", completion_tokens=5),
+            Trajectory(round=0, index=1, error="HTTP 500"),
+            Trajectory(round=0, index=2, content="b", finish_reason="length", completion_tokens=7),
+        ),
+        (Trajectory(round=1, index=0, content="c", completion_tokens=3),),
+    )
+    result = PaCoReResult(answer="c", reasoning=None, rounds=rounds, schedule=(3, 1), wall_s=2.26)
+    assert _summary(result) == (
+        "rounds: 2 (3+1)  trajectories: 4  failures: 1  truncated: 1  "
+        "effective TTC: 15 tokens (12, 3)  wall: 2.3s"
+    )
