@@ -1,0 +1,188 @@
+"""cli/eval: ``pacore eval`` (and ``pacore data``'s sets) through ``main``, over real HTTP."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from eval_support import (
+    PNG_MAGIC,
+    PROBLEMS,
+    report,
+    respond,
+    result_lines,
+)
+
+from pacore_graph.cli import main
+from pacore_graph.eval.datasets import write_jsonl
+from pacore_graph.runs.runner import read_dataset
+from pacore_graph.testing import ScriptedServer
+
+# --------------------------------------------------------------------------- CLI
+
+
+@pytest.fixture
+def server() -> Iterator[ScriptedServer]:
+    with ScriptedServer(respond).run_in_thread() as srv:
+        yield srv
+
+
+@pytest.fixture
+def dataset(tmp_path: Path) -> Path:
+    path = tmp_path / "easy.jsonl"
+    write_jsonl(PROBLEMS, path)
+    return path
+
+
+def eval_args(dataset: Path, methods: str, url: str, out: Path) -> list[str]:
+    return [
+        "eval",
+        "--dataset",
+        str(dataset),
+        "--methods",
+        methods,
+        "--base-url",
+        url,
+        "--model",
+        "scripted",
+        "--out",
+        str(out),
+        "--no-progress",
+        "--retries",
+        "1",
+    ]
+
+
+OPERAND_RE = re.compile(r"What is (\d+) ([+\-×]) (\d+)\?")
+MODEXP_RE = re.compile(r"remainder when (\d+)\^(\d+) .* divided by (\d+)\?")
+
+
+def check_answer(question: str, answer: str) -> tuple[str, int, int]:
+    """Recompute a generated problem's answer from its text; return (op, a, b)."""
+    match = OPERAND_RE.search(question)
+    if match:
+        a, op, b = int(match[1]), match[2], int(match[3])
+        expected = {"+": a + b, "-": a - b, "×": a * b}[op]
+    else:
+        found = MODEXP_RE.search(question)
+        assert found, question
+        a, b, mod = int(found[1]), int(found[2]), int(found[3])
+        op, expected = "^", pow(a, b, mod)
+    assert int(answer) == expected, question
+    return op, a, b
+
+
+def test_cli_data_arithmetic_is_reproducible(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first, second, other = tmp_path / "a.jsonl", tmp_path / "b.jsonl", tmp_path / "c.jsonl"
+    for path, seed in ((first, "0"), (second, "0"), (other, "1")):
+        assert main(["data", "arithmetic", "--n", "10", "--seed", seed, "--out", str(path)]) == 0
+    assert f"wrote 10 arithmetic problems to {first}" in capsys.readouterr().out
+    assert first.read_bytes() == second.read_bytes()
+    assert first.read_bytes() != other.read_bytes()
+    lines = first.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 10
+    ops = []
+    for text in lines:
+        record = json.loads(text)
+        assert set(record) >= {"id", "messages", "ground_truth"}
+        op, a, b = check_answer(record["messages"][0]["content"], record["ground_truth"]["answer"])
+        assert 10**11 <= a <= 10**13 and 10**11 <= b <= 10**13
+        ops.append(op)
+    assert set(ops) == {"+", "-", "×", "^"}
+    assert len({json.loads(t)["id"] for t in lines}) == 10
+
+
+def test_cli_data_easy_arithmetic(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "easy.jsonl"
+    assert main(["data", "easy-arithmetic", "--n", "6", "--seed", "3", "--out", str(path)]) == 0
+    assert "wrote 6 easy-arithmetic problems" in capsys.readouterr().out
+    records, errors = read_dataset(path)
+    assert errors == [] and len(records) == 6
+    for record in records:
+        op, a, b = check_answer(str(record.messages[0]["content"]), record.ground_truth["answer"])
+        assert op in "+-×" and 1 <= a <= 99 and 1 <= b <= 99
+
+
+def test_cli_data_rejects_a_bad_count(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "x.jsonl"
+    assert main(["data", "arithmetic", "--n", "0", "--out", str(path)]) == 2
+    assert ">= 1" in capsys.readouterr().err
+    assert not path.exists()
+
+
+def test_cli_eval_prints_the_table_and_writes_the_files(
+    server: ScriptedServer, dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "eval"
+    assert main(eval_args(dataset, "single,majority:3", server.base_url, out)) == 0
+    printed = capsys.readouterr().out
+    assert "# Evaluation report" in printed
+    assert re.search(r"^\| single \| 50\.0% \(", printed, re.M)
+    assert re.search(r"^\| majority:3 \| 0\.0% \(", printed, re.M)
+    assert f"wrote {out / 'report.json'}" in printed
+    assert server.request_count == 8
+    for name in ("results.jsonl", "report.json", "report.md", "scaling.png"):
+        assert (out / name).stat().st_size > 0, name
+    assert (out / "scaling.png").read_bytes().startswith(PNG_MAGIC)
+    data = report(out)
+    assert data["dataset"] == str(dataset)
+    assert data["methods"]["single"]["accuracy"] == pytest.approx(0.5)
+    assert data["methods"]["majority:3"]["mean_ttc"] == pytest.approx(30.0)
+
+
+def test_cli_eval_samples(
+    server: ScriptedServer, dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "eval"
+    assert main([*eval_args(dataset, "single", server.base_url, out), "--samples", "2"]) == 0
+    assert "| single | 50.0% (" in capsys.readouterr().out
+    assert len(result_lines(out)) == 8
+    stats = report(out)["methods"]["single"]
+    assert (stats["runs"], stats["samples"]) == (8, 2)
+
+
+@pytest.mark.parametrize(
+    ("methods", "message"),
+    [
+        ("single,bogus:3", "unknown method 'bogus:3'"),
+        ("majority:0", r"\[1, 1024\]"),
+        ("single,single", "listed twice"),
+    ],
+)
+def test_cli_eval_bad_methods_exit_2(
+    server: ScriptedServer,
+    dataset: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    methods: str,
+    message: str,
+) -> None:
+    assert main(eval_args(dataset, methods, server.base_url, tmp_path / "eval")) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("pacore: error:")
+    assert re.search(message, err)
+    assert server.request_count == 0
+
+
+def test_cli_eval_missing_dataset_exits_2(
+    server: ScriptedServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "nope.jsonl"
+    assert main(eval_args(missing, "single", server.base_url, tmp_path / "eval")) == 2
+    assert f"--dataset {missing}: no such file" in capsys.readouterr().err
+    assert server.request_count == 0
+
+
+def test_cli_eval_without_ground_truth_exits_2(
+    server: ScriptedServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "ungraded.jsonl"
+    write_jsonl([{"id": "q", "messages": [{"role": "user", "content": "Hi?"}]}], path)
+    assert main(eval_args(path, "single", server.base_url, tmp_path / "eval")) == 2
+    assert "no record has a ground truth" in capsys.readouterr().err
+    assert server.request_count == 0
