@@ -1,0 +1,127 @@
+"""cli/ray_run: ``pacore run --input`` and ``pacore eval`` over a local two-worker Ray cluster.
+
+``pacore run --input ... --ray local --ray-workers 2`` runs as users run it,
+against the scripted server over loopback; mid-run it SIGKILLs one of the Ray
+worker processes running a share. Ray runs that share again, which resumes
+from its checkpoints: every problem gets one line, and the samples asked again
+are at most those in flight in the killed worker. The plan and the merge are
+runs/ray_cluster's (tests/runs/test_ray_cluster.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pacore_graph.testing import ScriptedServer
+from tests.cli_support import run_argv
+from tests.durable_support import by_input, samples_returned, write_dataset
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+PROBLEMS = 24
+ROUNDS = (8, 2)
+CONCURRENCY = 8  # per task
+NEEDED = PROBLEMS * (sum(ROUNDS) + 1)
+LATENCY = 0.4
+
+
+def _share_workers() -> list[int]:
+    """Ray worker processes running a share now (Ray titles them ``ray::_call``)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if cmdline.startswith(b"ray::_call"):
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_killed_worker_is_rerun_and_resumes_from_its_checkpoints(tmp_path: Path) -> None:
+    pytest.importorskip("ray")
+    data, out = tmp_path / "data.jsonl", tmp_path / "results.jsonl"
+    write_dataset(data, PROBLEMS)
+    with ScriptedServer(by_input, latency=LATENCY).run_in_thread() as srv:
+        argv = [
+            sys.executable,
+            "-m",
+            "pacore_graph.cli",
+            *run_argv(
+                data,
+                out,
+                ",".join(map(str, ROUNDS)),
+                "--max-concurrency",
+                str(CONCURRENCY),
+                "--ray",
+                "local",
+                "--ray-workers",
+                "2",
+                base_url=srv.base_url,
+                model="scripted",
+            ),
+        ]
+        env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+        proc = subprocess.Popen(
+            argv, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        deadline = time.monotonic() + 240
+        while samples_returned(srv) < NEEDED // 4 or len(_share_workers()) < 2:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                raise AssertionError(f"the run ended early: {proc.communicate()[1][-3000:]!r}")
+            time.sleep(0.01)
+        time.sleep(LATENCY / 2)  # between responses, as test_durable_runs kills
+        victim = _share_workers()[0]
+        at_kill = samples_returned(srv)
+        os.kill(victim, signal.SIGKILL)
+        time.sleep(LATENCY * 2)
+        in_flight = samples_returned(srv) - at_kill  # both tasks' requests at the kill
+        stdout, stderr = proc.communicate(timeout=300)
+        total = samples_returned(srv)
+    assert proc.returncode == 0, stderr[-3000:]
+    assert b"ray_tasks=2" in stdout
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted(line["request_id"] for line in lines) == sorted(f"q{i}" for i in range(PROBLEMS))
+    assert all(not line.get("error") for line in lines)
+    assert all([len(r) for r in line["rounds"]] == [*ROUNDS, 1] for line in lines)
+    print(f"\nRay: needed={NEEDED} total={total} in_flight={in_flight} at_kill={at_kill}")
+    assert NEEDED <= total <= NEEDED + in_flight  # only what was in flight is asked again
+    leftovers = sorted(p.name for p in tmp_path.iterdir())
+    assert leftovers == ["data.jsonl", "results.jsonl"]  # the share files are merged away
+
+
+def test_eval_over_ray_merges_every_run_and_reports(tmp_path: Path) -> None:
+    pytest.importorskip("ray")
+    data = tmp_path / "data.jsonl"
+    with data.open("w") as fh:
+        for i in range(6):
+            q = {"role": "user", "content": f"What is {i} + {i}?"}
+            fh.write(json.dumps({"id": f"q{i}", "messages": [q], "ground_truth": str(2 * i)}))
+            fh.write("\n")
+    out = tmp_path / "ev"
+    with ScriptedServer(by_input).run_in_thread() as srv:
+        argv = [sys.executable, "-m", "pacore_graph.cli", "eval", "--dataset", str(data)]
+        argv += ["--methods", "single,pacore:4", "--out", str(out), "--no-progress"]
+        argv += ["--base-url", srv.base_url, "--model", "scripted"]
+        argv += ["--ray", "local", "--ray-workers", "2"]
+        env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+        done = subprocess.run(argv, env=env, cwd=tmp_path, capture_output=True, timeout=400)
+        asked = samples_returned(srv)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    keys = sorted((line["method"], line["problem_id"]) for line in lines)
+    assert keys == sorted((m, f"q{i}") for m in ("single", "pacore:4") for i in range(6))
+    assert asked == 6 * 1 + 6 * (4 + 1)  # every run once, in the shares: none again here
+    assert (out / "report.json").is_file()
+    assert not [p for p in out.iterdir() if p.name.startswith(("ray-", "results.jsonl.ray"))]
