@@ -34,30 +34,32 @@ def _located(name: str) -> Path:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
-#: Mirrored trees: (the folder's files, its tests' folder). ``lazy`` is the
-#: one top-level module mirrored (at tests/ itself).
+#: Mirrored trees: (the folder's files, its tests' folder): every folder of the
+#: package (subfolders such as ``eval/benchmarks`` within theirs), graphs/ and
+#: tools/. The top-level modules are mirrored at tests/ itself.
 MIRRORED: tuple[tuple[Path, Path], ...] = (
     *(
         (PACKAGE / folder, TESTS / folder)
         for folder in (
-            "llm",
-            "runs",
-            "rl",
-            "embedded",
-            "testing",
-            "graph",
-            "control",
-            "otel",
-            "message_graph",
             "settings",
-            "serve",
+            "control",
+            "llm",
+            "embedded",
+            "otel",
+            "graph",
+            "runs",
             "eval",
+            "message_graph",
+            "rl",
+            "serve",
+            "cli",
+            "testing",
         )
     ),
     (_located("pacore_graph.tools"), TESTS / "tools"),
     (_located("pacore_graph.graphs"), TESTS / "graphs"),
 )
-TOP_LEVEL = ("lazy",)
+TOP_LEVEL = ("errors", "lazy")
 
 #: Modules with nothing a test could check, each with why. Empty today: even
 #: the protocol-only module has behaviour (which clients satisfy it).
@@ -113,6 +115,15 @@ def test_the_scan_sees_every_mirrored_folder() -> None:
         assert any(name.startswith(f"{tests.name}/") for name in found), source
     assert "llm/retry" in found and "tools/sandbox/paths" in found and "lazy" in found
     assert "graphs/pacore" in found
+
+
+def test_every_folder_of_the_package_is_mirrored() -> None:
+    """A new layer folder must join MIRRORED, or its modules would go unchecked."""
+    sources = {source for source, _ in MIRRORED}
+    folders = {p.parent for p in PACKAGE.glob("*/__init__.py")}
+    assert folders <= sources, sorted(str(f.relative_to(PACKAGE)) for f in folders - sources)
+    top = {p.stem for p in PACKAGE.glob("*.py") if _is_module(p)}
+    assert top == set(TOP_LEVEL)
 
 
 def test_a_shared_module_name_is_qualified_by_its_folder() -> None:

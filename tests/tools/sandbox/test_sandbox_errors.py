@@ -2,7 +2,7 @@
 
 They stay on ``RuntimeError`` rather than ``PaCoReError`` because the sandbox
 package is copied and imported by another user's interpreter that cannot see
-``pacore_graph`` (``tests/test_errors.py`` lists them as exemptions); the
+``pacore_graph`` (``tests/test_pacore_graph_errors.py`` lists them as exemptions); the
 last test imports the module exactly that way.
 """
 
