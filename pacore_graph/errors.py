@@ -1,7 +1,7 @@
 """The exceptions a user can act on, in one place.
 
 Every error class of the package derives from :class:`PaCoReError`
-(``tests/test_errors.py`` walks the modules to hold that), so ``except
+(``tests/test_pacore_graph_errors.py`` walks the modules to hold that), so ``except
 PaCoReError`` catches everything pacore-graph raises on purpose. A class that
 callers also catch as a builtin (``ValueError``, ``OSError``) keeps that as a
 second base.
