@@ -11,30 +11,30 @@ progress events), compact, route, finalize (the record) -- is PaCoRe's own,
 so the records, spans, checkpoints, stream events and effective TTC are the
 same.
 
-The builder takes no nodes class today, so the wiring is repeated here (the
-same nodes, edges, names and recursion limit). When ``build_pacore_graph``
-grows a ``nodes_class`` parameter this module shrinks to a call of it.
+The parts and the topology are the builder's own functions
+(:func:`~pacore_graph.graph.builder.chat_explorer`,
+:func:`~pacore_graph.graph.builder.compile_topology`, ...): only the nodes
+class differs.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
 from pacore_graph.control.limits import SequenceLimiter
-from pacore_graph.graph.checkpoint_types import with_pacore_types
-from pacore_graph.graph.compaction import Compactor, compactor_from_name
+from pacore_graph.graph.builder import (
+    chat_explorer,
+    compile_topology,
+    resolve_compactor,
+    trace_options,
+)
+from pacore_graph.graph.compaction import Compactor
 from pacore_graph.graph.compactor_registry import CompactorRegistry
 from pacore_graph.graph.explorer import ChatExplorer
 from pacore_graph.graph.nodes import PaCoReNodes
-from pacore_graph.graph.state import PaCoReInput, PaCoReOutput
-from pacore_graph.llm.batching import SampleBatcher, streams_samples
 from pacore_graph.llm.protocols import ChatClient
 from pacore_graph.otel.spans import RunTracer, TraceOptions
 from pacore_graph.settings.config import PaCoReConfig
@@ -106,38 +106,18 @@ def method_parts(
     if not isinstance(client, ChatClient):
         raise TypeError(f"client must implement ChatClient.complete(...); got {client!r}")
     registry = CompactorRegistry.of(compactors)
-    if isinstance(compactor, str):
-        compact_with = (
-            registry.resolve(compactor) if compactor in registry else compactor_from_name(compactor)
-        )
-    else:
-        compact_with = compactor
-    if not callable(getattr(compact_with, "compact", None)):
-        raise TypeError(f"compactor {compactor!r} has no compact(trajectory) method")
-    run_limits = limits if limits is not None else RequestLimits()
     limiter = limiter or SequenceLimiter(config.max_concurrency)
-    # As the builder: straggler control needs each sample as it ends (a streamed n=K).
-    round_control = config.round_quorum is not None or config.round_deadline is not None
-    streamed = round_control and streams_samples(client)
-    batcher = SampleBatcher(
-        client,
-        limiter,
-        config.sampling,
-        enabled=config.batch_samples and (streamed or not round_control),
-        stream_samples=streamed,
-    )
-    options = (
-        tracing if isinstance(tracing, TraceOptions) else TraceOptions(enabled=tracing is not False)
-    )
     return MethodParts(
         client=client,
         config=config,
-        compactor=compact_with,
+        compactor=resolve_compactor(compactor, registry),
         compactors=registry,
-        explorer=ChatExplorer(batcher),
+        explorer=chat_explorer(client, limiter, config),
         limiter=limiter,
-        limits=run_limits,
-        tracer=RunTracer(options, config=config, model=getattr(client, "model", None)),
+        limits=limits if limits is not None else RequestLimits(),
+        tracer=RunTracer(
+            trace_options(tracing), config=config, model=getattr(client, "model", None)
+        ),
     )
 
 
@@ -155,36 +135,10 @@ def compile_method_graph(
     the method's own keys; ``extra_types`` are the method's ``Send`` payloads,
     registered with the checkpointer's serializer beside PaCoRe's.
     """
-    builder = StateGraph(state_schema, input_schema=PaCoReInput, output_schema=PaCoReOutput)
-    builder.add_node("prepare", nodes.prepare)
-    builder.add_node("round", _guarded(nodes, nodes.round_node))
-    builder.add_node("explore", _guarded(nodes, nodes.explore))
-    builder.add_node("compact", _guarded(nodes, nodes.compact))
-    builder.add_node("finalize", _guarded(nodes, nodes.finalize))
-    builder.add_edge(START, "prepare")
-    builder.add_edge("prepare", "round")
-    builder.add_conditional_edges("round", nodes.fan_out, ["explore"])
-    builder.add_edge("explore", "compact")
-    builder.add_conditional_edges("compact", nodes.route, ["round", "finalize"])
-    builder.add_edge("finalize", END)
-    saver = with_pacore_types(checkpointer)
-    extra = [(t.__module__, t.__name__) for t in extra_types]
-    if extra and isinstance(saver, BaseCheckpointSaver):
-        saver = saver.with_allowlist(extra)
-    graph = builder.compile(name=name, checkpointer=saver)
-    rounds = max(len(nodes.schedule), nodes.limits.max_rounds + 1)
-    return graph.with_config(recursion_limit=3 * rounds + 10)
-
-
-def _guarded(nodes: PaCoReNodes, node: Callable[..., Awaitable[dict[str, Any]]]) -> Any:
-    """End the run's open spans with an error when a node raises, then re-raise (as the builder)."""
-
-    @functools.wraps(node)
-    async def run(state: Any, config: RunnableConfig) -> dict[str, Any]:
-        try:
-            return await node(state, config)
-        except BaseException as exc:
-            nodes.fail_run(state, exc)
-            raise
-
-    return run
+    return compile_topology(
+        nodes,
+        state_schema=state_schema,
+        name=name,
+        checkpointer=checkpointer,
+        extra_types=extra_types,
+    )

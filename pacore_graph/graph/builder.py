@@ -27,10 +27,11 @@ methods are the nodes; the returned graph only runs.
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
@@ -51,10 +52,17 @@ from pacore_graph.settings.config import PaCoReConfig
 from pacore_graph.settings.per_run import run_context_schema
 from pacore_graph.settings.request_limits import RequestLimits
 
-__all__ = ["ainvoke_pacore", "build_pacore_graph"]
+__all__ = [
+    "ainvoke_pacore",
+    "build_pacore_graph",
+    "chat_explorer",
+    "compile_topology",
+    "resolve_compactor",
+    "trace_options",
+]
 
 
-def _resolve_compactor(compactor: Compactor | str, registry: CompactorRegistry) -> Compactor:
+def resolve_compactor(compactor: Compactor | str, registry: CompactorRegistry) -> Compactor:
     """The graph's own compactor: a registered name, a built-in or (code's choice) module:attr."""
     if isinstance(compactor, str):
         resolved = (
@@ -65,6 +73,80 @@ def _resolve_compactor(compactor: Compactor | str, registry: CompactorRegistry) 
     if not callable(getattr(resolved, "compact", None)):
         raise TypeError(f"compactor {compactor!r} has no compact(trajectory) method")
     return resolved
+
+
+def chat_explorer(client: ChatClient, limiter: SequenceLimiter, cfg: PaCoReConfig) -> ChatExplorer:
+    """The plain chat explorer over ``client``, its ``n``-batcher set for ``cfg``.
+
+    A JSON n=K response returns its samples together: a quorum or deadline
+    can cut stragglers only when each sample arrives on its own, i.e. a
+    streamed n=K request (a client with stream_each), else one request per
+    explorer.
+    """
+    round_control = cfg.round_quorum is not None or cfg.round_deadline is not None
+    streamed = round_control and streams_samples(client)
+    batcher = SampleBatcher(
+        client,
+        limiter,
+        cfg.sampling,
+        enabled=cfg.batch_samples and (streamed or not round_control),
+        stream_samples=streamed,
+    )
+    return ChatExplorer(batcher)
+
+
+def trace_options(tracing: TraceOptions | bool | None) -> TraceOptions:
+    """``tracing`` as given, or on (the global provider) unless it is ``False``."""
+    if isinstance(tracing, TraceOptions):
+        return tracing
+    return TraceOptions(enabled=tracing is not False)
+
+
+def compile_topology(
+    nodes: PaCoReNodes,
+    *,
+    state_schema: type[Any] = PaCoReState,
+    explore: Any = None,
+    name: str,
+    checkpointer: Any = None,
+    compactor: str | None = None,
+    extra_types: Iterable[type] = (),
+) -> CompiledStateGraph[Any, Any, Any, Any]:
+    """PaCoRe's topology over ``nodes``: prepare, round, explore x K, compact, ..., finalize.
+
+    Every PaCoRe-shaped graph is compiled here (the builder, and methods
+    whose nodes subclass :class:`PaCoReNodes`): ``state_schema`` may extend
+    the state, ``explore`` replaces the explore node (a subgraph explorer),
+    ``compactor`` is the graph's compactor name shown as the context's
+    default, ``extra_types`` are a method's own ``Send`` payloads, registered
+    with the saver's serializer beside PaCoRe's.
+    """
+    builder = StateGraph(
+        state_schema,
+        context_schema=run_context_schema(nodes.config, compactor, nodes.limits),
+        input_schema=PaCoReInput,
+        output_schema=PaCoReOutput,
+    )
+    builder.add_node("prepare", nodes.prepare)  # fails before any span is opened
+    builder.add_node("round", _guarded(nodes, nodes.round_node))
+    builder.add_node("explore", explore or _guarded(nodes, nodes.explore))
+    builder.add_node("compact", _guarded(nodes, nodes.compact))
+    builder.add_node("finalize", _guarded(nodes, nodes.finalize))
+    builder.add_edge(START, "prepare")
+    builder.add_edge("prepare", "round")
+    builder.add_conditional_edges("round", nodes.fan_out, ["explore"])
+    builder.add_edge("explore", "compact")
+    builder.add_conditional_edges("compact", nodes.route, ["round", "finalize"])
+    builder.add_edge("finalize", END)
+    saver = with_pacore_types(checkpointer)
+    extra = [(t.__module__, t.__name__) for t in extra_types]
+    if extra and isinstance(saver, BaseCheckpointSaver):
+        saver = saver.with_allowlist(extra)
+    graph = builder.compile(name=name, checkpointer=saver)
+    # Three steps per round plus prepare/finalize; LangGraph's default limit (25)
+    # would stop a run of more than seven rounds. Per-run rounds are capped.
+    rounds = max(len(nodes.schedule), nodes.limits.max_rounds + 1)
+    return graph.with_config(recursion_limit=3 * rounds + 10)
 
 
 def _check_template(template: str) -> None:
@@ -141,7 +223,7 @@ def build_pacore_graph(
     run_limits = limits if limits is not None else RequestLimits()
     if not isinstance(run_limits, RequestLimits):
         raise TypeError(f"limits must be a RequestLimits; got {limits!r}")
-    compact_with = _resolve_compactor(compactor, registry)
+    compact_with = resolve_compactor(compactor, registry)
     _check_template(template)
     limiter = limiter or SequenceLimiter(cfg.max_concurrency)
     custom_limiter: SequenceLimiter | None = None
@@ -150,20 +232,7 @@ def build_pacore_graph(
             raise ValueError("build_pacore_graph needs a client (or an explorer that brings one)")
         if not isinstance(client, ChatClient):
             raise TypeError(f"client must implement ChatClient.complete(...); got {client!r}")
-        # A JSON n=K response returns its samples together: a quorum or deadline
-        # can cut stragglers only when each sample arrives on its own, i.e. a
-        # streamed n=K request (a client with stream_each), else one request
-        # per explorer.
-        round_control = cfg.round_quorum is not None or cfg.round_deadline is not None
-        streamed = round_control and streams_samples(client)
-        batcher = SampleBatcher(
-            client,
-            limiter,
-            cfg.sampling,
-            enabled=cfg.batch_samples and (streamed or not round_control),
-            stream_samples=streamed,
-        )
-        explorer = ChatExplorer(batcher)
+        explorer = chat_explorer(client, limiter, cfg)
     elif not isinstance(explorer, Explorer):
         raise TypeError(
             f"explorer must have an async explore(task, config) method; got {explorer!r}"
@@ -174,16 +243,12 @@ def build_pacore_graph(
         custom_limiter = limiter
     if aggregator is not None and not isinstance(aggregator, Aggregator):
         raise TypeError(f"aggregator must have aggregate(rounds); got {aggregator!r}")
-    if isinstance(tracing, TraceOptions):
-        trace_options = tracing
-    else:
-        trace_options = TraceOptions(enabled=tracing is not False)
     model_name = getattr(client, "model", None)
     nodes = PaCoReNodes(
         config=cfg,
         compactor=compact_with,
         explorer=explorer,
-        tracer=RunTracer(trace_options, config=cfg, model=model_name),
+        tracer=RunTracer(trace_options(tracing), config=cfg, model=model_name),
         aggregator=aggregator,
         template=template,
         model_name=model_name,
@@ -195,33 +260,13 @@ def build_pacore_graph(
         compactors=registry,
         limits=run_limits,
     )
-    builder = StateGraph(
-        PaCoReState,
-        context_schema=run_context_schema(
-            cfg, compactor if isinstance(compactor, str) else None, run_limits
-        ),
-        input_schema=PaCoReInput,
-        output_schema=PaCoReOutput,
+    return compile_topology(
+        nodes,
+        explore=nodes.subgraph_explore(explorer) if isinstance(explorer, GraphExplorer) else None,
+        name=name,
+        checkpointer=checkpointer,
+        compactor=compactor if isinstance(compactor, str) else None,
     )
-    builder.add_node("prepare", nodes.prepare)  # fails before any span is opened
-    builder.add_node("round", _guarded(nodes, nodes.round_node))
-    if isinstance(explorer, GraphExplorer):
-        builder.add_node("explore", nodes.subgraph_explore(explorer))
-    else:
-        builder.add_node("explore", _guarded(nodes, nodes.explore))
-    builder.add_node("compact", _guarded(nodes, nodes.compact))
-    builder.add_node("finalize", _guarded(nodes, nodes.finalize))
-    builder.add_edge(START, "prepare")
-    builder.add_edge("prepare", "round")
-    builder.add_conditional_edges("round", nodes.fan_out, ["explore"])
-    builder.add_edge("explore", "compact")
-    builder.add_conditional_edges("compact", nodes.route, ["round", "finalize"])
-    builder.add_edge("finalize", END)
-    graph = builder.compile(name=name, checkpointer=with_pacore_types(checkpointer))
-    # Three steps per round plus prepare/finalize; LangGraph's default limit (25)
-    # would stop a run of more than seven rounds. Per-run rounds are capped.
-    rounds = max(len(nodes.schedule), run_limits.max_rounds + 1)
-    return graph.with_config(recursion_limit=3 * rounds + 10)
 
 
 def _guarded(nodes: PaCoReNodes, node: Callable[..., Awaitable[dict[str, Any]]]) -> Any:
