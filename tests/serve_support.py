@@ -8,7 +8,11 @@ HTTP on 127.0.0.1.
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -16,6 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
 import uvicorn
 
 from pacore_graph.serve import ServeSettings, ServeState, create_app
@@ -55,3 +60,54 @@ def running_serve(settings: ServeSettings, **app_kwargs: Any) -> Iterator[Runnin
     finally:
         server.should_exit = True
         thread.join(15)
+
+
+@dataclass
+class ServeProcess:
+    """A ``pacore serve`` command running as its own process, answering on ``base``."""
+
+    proc: subprocess.Popen[str]
+    base: str
+
+    def stop(self, timeout: float = 60) -> int:
+        """SIGTERM (the server drains), then the exit status."""
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout)
+
+    def stderr(self) -> str:
+        return self.proc.stderr.read() if self.proc.stderr else ""
+
+
+@contextmanager
+def serve_process(
+    *args: str, env: dict[str, str] | None = None, start_s: float = 60
+) -> Iterator[ServeProcess]:
+    """``python -m pacore_graph.cli serve ARGS --port P`` until ``/health`` answers 200.
+
+    Killed on the way out if the test did not stop it.
+    """
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pacore_graph.cli", "serve", *args, "--port", str(port)],
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    running = ServeProcess(proc, f"http://127.0.0.1:{port}")
+    try:
+        deadline = time.monotonic() + start_s
+        while True:
+            try:
+                if httpx.get(f"{running.base}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert proc.poll() is None, running.stderr()
+            assert time.monotonic() < deadline, "pacore serve did not start"
+            time.sleep(0.1)
+        yield running
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -11,10 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -25,7 +22,7 @@ import httpx
 import openai
 import pytest
 from langchain_openai import ChatOpenAI
-from serve_support import RunningServe, free_port, running_serve
+from serve_support import RunningServe, free_port, running_serve, serve_process
 
 from pacore_graph import build_pacore_graph
 from pacore_graph.graph.builder import ainvoke_pacore
@@ -489,40 +486,16 @@ async def test_one_of_two_upstreams_killed_mid_run_fails_no_request() -> None:
 
 def test_pacore_serve_subprocess_drains_on_sigterm() -> None:
     with ScriptedServer(latency=1.0).run_in_thread() as slow:
-        port = free_port()
-        env = {**os.environ, "PACORE_SERVE_API_KEY": KEY}
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "pacore_graph.cli",
-                "serve",
-                "--upstream",
-                slow.base_url,
-                "--model",
-                "scripted",
-                "--port",
-                str(port),
-                "--log-level",
-                "warning",
-            ],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            base = f"http://127.0.0.1:{port}"
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-                assert time.monotonic() < deadline, "pacore serve did not start"
-                time.sleep(0.1)
+        with serve_process(
+            "--upstream",
+            slow.base_url,
+            "--model",
+            "scripted",
+            "--log-level",
+            "warning",
+            env={"PACORE_SERVE_API_KEY": KEY},
+        ) as server:
+            base = server.base
             outcome: dict[str, Any] = {}
 
             def call() -> None:
@@ -535,13 +508,9 @@ def test_pacore_serve_subprocess_drains_on_sigterm() -> None:
             caller = threading.Thread(target=call)
             caller.start()
             time.sleep(0.5)  # the run is in round 1 upstream
-            proc.send_signal(signal.SIGTERM)
+            server.proc.send_signal(signal.SIGTERM)
             caller.join(30)
-            code = proc.wait(30)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+            code = server.proc.wait(30)
         # The run in flight finished (two rounds, ~2 s) before the process exited.
         assert outcome["reply"].choices[0].message.content.startswith("The answer is")
         assert slow.request_count == 2

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import signal
-import subprocess
-import sys
-import time
 
 import httpx
 import openai
 import pytest
 from embedded_support import require_embedded
-from serve_support import free_port, running_serve
+from serve_support import running_serve, serve_process
 
 from pacore_graph.serve import ServeSettings
 from pacore_graph.settings.config import SamplingParams
@@ -61,36 +58,9 @@ async def test_serve_streams_real_tokens_from_the_embedded_model() -> None:
 def test_pacore_serve_without_upstream_starts_the_embedded_model() -> None:
     """``pacore serve`` with no ``--upstream``: the embedded model behind it, PaCoRe and plain."""
     require_embedded()
-    port = free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pacore_graph.cli",
-            "serve",
-            "--port",
-            str(port),
-            "--max-tokens",
-            "16",
-            "--log-level",
-            "warning",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 240  # the model loads first on a loaded machine
-        while True:
-            try:
-                if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-            assert time.monotonic() < deadline, "pacore serve did not start"
-            time.sleep(0.2)
+    # the model loads first on a loaded machine
+    with serve_process("--max-tokens", "16", "--log-level", "warning", start_s=240) as server:
+        base = server.base
         client = openai.OpenAI(base_url=f"{base}/v1", api_key="x", max_retries=0)
         ids = [m.id for m in client.models.list()]
         plain = [name for name in ids if not name.startswith("pacore")]
@@ -100,13 +70,8 @@ def test_pacore_serve_without_upstream_starts_the_embedded_model() -> None:
         relayed = client.chat.completions.create(
             model=plain[0], messages=[{"role": "user", "content": "Hi"}], max_tokens=8
         )
-        proc.send_signal(signal.SIGTERM)
-        code = proc.wait(60)
-        stderr = proc.stderr.read() if proc.stderr else ""
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        code = server.stop()
+        stderr = server.stderr()
     assert ids[:3] == ["pacore-low", "pacore-medium", "pacore-high"] and plain
     assert reply.usage is not None
     assert [r["width"] for r in (reply.usage.model_extra or {})["rounds"]] == [2, 1]

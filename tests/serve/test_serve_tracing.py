@@ -7,74 +7,39 @@ when the server stops.
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
-import time
 
-import httpx
 import openai
 from otlp_receiver import Receiver
-from serve_support import free_port
+from serve_support import serve_process
 
 from pacore_graph.otel import openinference as oi
 from pacore_graph.testing import ScriptedServer
 
 
 def test_pacore_serve_traces_each_run_under_its_project(receiver: Receiver) -> None:
-    with ScriptedServer().run_in_thread() as upstream:
-        port = free_port()
-        env = {
-            **os.environ,
-            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"{receiver.url}/v1/traces",
-        }
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "pacore_graph.cli",
-                "serve",
-                "--upstream",
-                upstream.base_url,
-                "--model",
-                "scripted",
-                "--port",
-                str(port),
-                "--trace",
-                "otlp",
-                "--trace-project",
-                "served-runs",
-                "--log-level",
-                "warning",
-            ],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
+    with (
+        ScriptedServer().run_in_thread() as upstream,
+        serve_process(
+            "--upstream",
+            upstream.base_url,
+            "--model",
+            "scripted",
+            "--trace",
+            "otlp",
+            "--trace-project",
+            "served-runs",
+            "--log-level",
+            "warning",
+            env={"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"{receiver.url}/v1/traces"},
+        ) as server,
+    ):
+        base = server.base
+        client = openai.OpenAI(base_url=f"{base}/v1", api_key="x", max_retries=0)
+        reply = client.chat.completions.create(
+            model="pacore:2", messages=[{"role": "user", "content": "What is 2 + 3?"}]
         )
-        base = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + 120
-            while True:
-                try:
-                    if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-                assert time.monotonic() < deadline, "pacore serve did not start"
-                time.sleep(0.2)
-            client = openai.OpenAI(base_url=f"{base}/v1", api_key="x", max_retries=0)
-            reply = client.chat.completions.create(
-                model="pacore:2", messages=[{"role": "user", "content": "What is 2 + 3?"}]
-            )
-            proc.send_signal(signal.SIGTERM)  # the exporter is flushed as the server stops
-            code = proc.wait(60)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+        code = server.stop()  # the exporter is flushed as the server stops
     assert code in (0, -signal.SIGTERM)
     assert reply.choices[0].message.content
     spans = receiver.spans()
