@@ -135,6 +135,56 @@ def _shape(reply: ScriptedReply, length: int) -> _Choice:
     return _Choice(" ".join(content_words[:length]), "", length, "length", reply.confidence)
 
 
+class _ChunkEvents:
+    """The SSE events of one streamed answer: one choice's delta each, usage when asked."""
+
+    __slots__ = ("_head", "_prompt_tokens")
+
+    def __init__(self, *, id: str, model: str, prompt_tokens: int | None) -> None:
+        self._head = {
+            "id": id,
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": model,
+        }
+        #: The prompt's tokens when ``continuous_usage_stats`` was asked, else None.
+        self._prompt_tokens = prompt_tokens
+
+    def event(
+        self,
+        index: int,
+        delta: dict[str, Any],
+        finish: str | None,
+        tokens: int,
+        logprobs: list[dict[str, Any]] | None = None,
+    ) -> bytes:
+        lp = None if logprobs is None else {"content": logprobs}
+        chunk: dict[str, Any] = {
+            **self._head,
+            "choices": [{"index": index, "delta": delta, "logprobs": lp, "finish_reason": finish}],
+        }
+        if self._prompt_tokens is not None:
+            chunk["usage"] = {
+                "prompt_tokens": self._prompt_tokens,
+                "completion_tokens": tokens,
+                "total_tokens": self._prompt_tokens + tokens,
+            }
+        return b"data: " + json.dumps(chunk).encode() + b"\n\n"
+
+    def usage(self, prompt_tokens: int, completion_tokens: int) -> bytes:
+        """The last event: no choices, the request's usage (``include_usage``)."""
+        last = {
+            **self._head,
+            "choices": [],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+        }
+        return b"data: " + json.dumps(last).encode() + b"\n\n"
+
+
 class ThroughputServer(LoopbackServer):
     """The server; ``async with ThroughputServer(...) as srv: srv.base_url``."""
 
@@ -397,34 +447,12 @@ class ThroughputServer(LoopbackServer):
         asked), the request's usage last (``include_usage``), then ``[DONE]``.
         A client that disconnects cancels the sequences still decoding.
         """
-        head = {
-            "id": f"chatcmpl-tp{next(self._ids):x}",
-            "object": "chat.completion.chunk",
-            "created": int(time.time()),
-            "model": model,
-        }
-
-        def event(
-            index: int,
-            delta: dict[str, Any],
-            finish: str | None,
-            tokens: int,
-            logprobs: list[dict[str, Any]] | None = None,
-        ) -> bytes:
-            lp = None if logprobs is None else {"content": logprobs}
-            chunk: dict[str, Any] = {
-                **head,
-                "choices": [
-                    {"index": index, "delta": delta, "logprobs": lp, "finish_reason": finish}
-                ],
-            }
-            if continuous:
-                chunk["usage"] = {
-                    "prompt_tokens": prompt_count,
-                    "completion_tokens": tokens,
-                    "total_tokens": prompt_count + tokens,
-                }
-            return b"data: " + json.dumps(chunk).encode() + b"\n\n"
+        events = _ChunkEvents(
+            id=f"chatcmpl-tp{next(self._ids):x}",
+            model=model,
+            prompt_tokens=prompt_count if continuous else None,
+        )
+        event = events.event
 
         ids, waiters = self._admit([c.tokens for c in choices])
         index_of = {waiter: i for i, waiter in enumerate(waiters)}
@@ -457,16 +485,7 @@ class ThroughputServer(LoopbackServer):
                 await response.write(b"".join(out))
             if usage:
                 total = sum(c.tokens for c in choices)
-                last = {
-                    **head,
-                    "choices": [],
-                    "usage": {
-                        "prompt_tokens": prompt_count,
-                        "completion_tokens": total,
-                        "total_tokens": prompt_count + total,
-                    },
-                }
-                await response.write(b"data: " + json.dumps(last).encode() + b"\n\n")
+                await response.write(events.usage(prompt_count, total))
             await response.write(b"data: [DONE]\n\n")
             await response.write_eof()
         except BaseException:
@@ -498,34 +517,12 @@ class ThroughputServer(LoopbackServer):
         tokens they got count, as for whole choices).
         """
         step = self.stream_chunk_tokens or 1
-        head = {
-            "id": f"chatcmpl-tp{next(self._ids):x}",
-            "object": "chat.completion.chunk",
-            "created": int(time.time()),
-            "model": model,
-        }
-
-        def event(
-            index: int,
-            delta: dict[str, Any],
-            finish: str | None,
-            tokens: int,
-            logprobs: list[dict[str, Any]] | None = None,
-        ) -> bytes:
-            lp = None if logprobs is None else {"content": logprobs}
-            chunk: dict[str, Any] = {
-                **head,
-                "choices": [
-                    {"index": index, "delta": delta, "logprobs": lp, "finish_reason": finish}
-                ],
-            }
-            if continuous:
-                chunk["usage"] = {
-                    "prompt_tokens": prompt_count,
-                    "completion_tokens": tokens,
-                    "total_tokens": prompt_count + tokens,
-                }
-            return b"data: " + json.dumps(chunk).encode() + b"\n\n"
+        events = _ChunkEvents(
+            id=f"chatcmpl-tp{next(self._ids):x}",
+            model=model,
+            prompt_tokens=prompt_count if continuous else None,
+        )
+        event = events.event
 
         response = web.StreamResponse(
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
@@ -597,16 +594,7 @@ class ThroughputServer(LoopbackServer):
             await asyncio.gather(*tasks)
             if usage:
                 total = sum(c.tokens for c in choices)
-                last = {
-                    **head,
-                    "choices": [],
-                    "usage": {
-                        "prompt_tokens": prompt_count,
-                        "completion_tokens": total,
-                        "total_tokens": prompt_count + total,
-                    },
-                }
-                await response.write(b"data: " + json.dumps(last).encode() + b"\n\n")
+                await response.write(events.usage(prompt_count, total))
             await response.write(b"data: [DONE]\n\n")
             await response.write_eof()
         except BaseException:
