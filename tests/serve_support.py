@@ -40,6 +40,16 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def serve_settings(*upstreams: Any, **overrides: Any) -> ServeSettings:
+    """Settings of a server over ``upstreams`` (test servers with a ``base_url``) serving
+    their model ``scripted``; ``overrides`` are any other ServeSettings fields."""
+    fields: dict[str, Any] = {
+        "upstreams": tuple(u.base_url for u in upstreams),
+        "model": "scripted",
+    }
+    return ServeSettings(**{**fields, **overrides})
+
+
 @contextmanager
 def running_serve(settings: ServeSettings, **app_kwargs: Any) -> Iterator[RunningServe]:
     app = create_app(settings, **app_kwargs)

@@ -17,7 +17,7 @@ import httpx
 import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from serve_support import RunningServe, running_serve
+from serve_support import RunningServe, running_serve, serve_settings
 
 from pacore_graph.serve import ServeSettings
 from pacore_graph.serve.metrics import error_kind
@@ -31,13 +31,7 @@ FAST = RetryPolicy(max_attempts=1, initial_backoff=0.001, max_backoff=0.01)
 
 
 def settings(*upstreams: Any, **overrides: Any) -> ServeSettings:
-    fields: dict[str, Any] = {
-        "upstreams": tuple(u.base_url for u in upstreams),
-        "model": "scripted",
-        "retry": FAST,
-    }
-    fields.update(overrides)
-    return ServeSettings(**fields)
+    return serve_settings(*upstreams, **{"retry": FAST, **overrides})
 
 
 def body(text: str, model: str = "pacore:1") -> dict[str, Any]:

@@ -22,7 +22,7 @@ import httpx
 import openai
 import pytest
 from langchain_openai import ChatOpenAI
-from serve_support import RunningServe, free_port, running_serve, serve_process
+from serve_support import RunningServe, free_port, running_serve, serve_process, serve_settings
 
 from pacore_graph import build_pacore_graph
 from pacore_graph.graph.builder import ainvoke_pacore
@@ -37,14 +37,8 @@ FAST = RetryPolicy(max_attempts=4, initial_backoff=0.001, max_backoff=0.01)
 QUESTION = "What is 17 + 25?"
 
 
-def settings(*upstreams: ScriptedServer, **overrides: Any) -> ServeSettings:
-    fields: dict[str, Any] = {
-        "upstreams": tuple(u.base_url for u in upstreams),
-        "model": "scripted",
-        "retry": FAST,
-    }
-    fields.update(overrides)
-    return ServeSettings(**fields)
+def settings(*upstreams: Any, **overrides: Any) -> ServeSettings:
+    return serve_settings(*upstreams, **{"retry": FAST, **overrides})
 
 
 @pytest.fixture
