@@ -25,9 +25,27 @@ references are the explorer span's ``pacore.references`` attribute, a JSON
 list of ``{"position", "round", "index", "span_id"}`` (the span id in hex, as
 backends print it).
 
-Every span also names its OpenInference kind (:mod:`pacore_graph.otel.openinference`):
-the run AGENT, rounds and compactions CHAIN, model calls LLM, tools TOOL,
-so Phoenix and Langfuse show what each span is; the run's root span carries
+Every span says what it is twice: as a GenAI operation
+(``gen_ai.operation.name``, for backends that read the OpenTelemetry
+conventions) and as an OpenInference kind (:mod:`pacore_graph.otel.openinference`,
+which Phoenix and Langfuse read first)::
+
+    span                      gen_ai.operation.name   openinference.span.kind
+    invoke_workflow pacore    invoke_workflow         AGENT
+    pacore.round r            invoke_workflow         CHAIN
+    chat {model}              chat                    LLM
+    invoke_agent {name}       invoke_agent            AGENT   (a graph explorer)
+    execute_tool {name}       execute_tool            TOOL
+    pacore.compact {name}     (none)                  CHAIN
+
+The run and each round are workflows in the GenAI sense (they group several
+model or agent invocations: ``gen_ai.workflow.name`` ``pacore`` and
+``pacore.round``); OpenInference has no workflow kind, so they name the
+nearest one itself. A compaction calls no model, runs no tool the model
+chose and invokes no agent: no GenAI operation fits, and it has none.
+Phoenix derives a kind from ``invoke_agent``, ``chat`` and ``execute_tool``
+but shows ``invoke_workflow`` and a span without an operation as unknown,
+which is why the kind is always set. The run's root span carries
 the question and the answer as ``input.value`` / ``output.value`` (only with
 content capture; their sizes otherwise), which is what a backend's trace list
 shows. ``error.type`` is low-cardinality (:func:`~pacore_graph.otel.conventions.error_type`:
@@ -66,6 +84,8 @@ from pacore_graph.settings.config import PaCoReConfig
 __all__ = [
     "CAPTURE_CONTENT_ENV",
     "INSTRUMENTATION_NAME",
+    "ROUND_WORKFLOW",
+    "RUN_WORKFLOW",
     "RunTracer",
     "TraceOptions",
     "capture_content_from_env",
@@ -78,6 +98,11 @@ __all__ = [
 
 CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 INSTRUMENTATION_NAME = "pacore_graph"
+RUN_WORKFLOW = "pacore"
+"""``gen_ai.workflow.name`` of the run's root span (``invoke_workflow pacore``)."""
+ROUND_WORKFLOW = "pacore.round"
+"""``gen_ai.workflow.name`` of every round span: one name for all rounds (the
+conventions want it low-cardinality; the index is ``pacore.round.index``)."""
 
 
 def _version() -> str:
@@ -363,12 +388,15 @@ class RunTracer:
         if self._tracer is None:
             return
         span = self._tracer.start_span(
-            "invoke_workflow pacore",
+            f"{semconv.INVOKE_WORKFLOW} {RUN_WORKFLOW}",
             kind=SpanKind.INTERNAL,
             attributes={
+                # The whole run is one GenAI workflow; OpenInference has no
+                # workflow kind, and AGENT (LLM and tool calls under one root)
+                # is what Phoenix lists as a run.
                 oi.SPAN_KIND: oi.AGENT,
                 semconv.GEN_AI_OPERATION_NAME: semconv.INVOKE_WORKFLOW,
-                semconv.GEN_AI_WORKFLOW_NAME: "pacore",
+                semconv.GEN_AI_WORKFLOW_NAME: RUN_WORKFLOW,
                 semconv.GEN_AI_CONVERSATION_ID: run_id,
                 semconv.GEN_AI_REQUEST_MODEL: self.model,
                 "pacore.run_id": run_id,
@@ -444,7 +472,12 @@ class RunTracer:
             f"pacore.round {index}",
             context=trace.set_span_in_context(state.span),
             attributes={
+                # A sub-workflow grouping the round's K explorer calls (GenAI
+                # invoke_workflow); OpenInference has no workflow kind, and
+                # Phoenix shows invoke_workflow as unknown, so CHAIN is named.
                 oi.SPAN_KIND: oi.CHAIN,
+                semconv.GEN_AI_OPERATION_NAME: semconv.INVOKE_WORKFLOW,
+                semconv.GEN_AI_WORKFLOW_NAME: ROUND_WORKFLOW,
                 semconv.GEN_AI_CONVERSATION_ID: run_id,
                 "pacore.round.index": index,
                 "pacore.round.k": width,
@@ -557,6 +590,8 @@ class RunTracer:
             f"pacore.compact {compactor}",
             context=trace.set_span_in_context(state.round_span),
             attributes={
+                # No GenAI operation: compaction calls no model, runs no tool
+                # the model chose and invokes no agent (see docs/tracing.md).
                 oi.SPAN_KIND: oi.CHAIN,
                 semconv.GEN_AI_CONVERSATION_ID: run_id,
                 "pacore.compactor": compactor,
