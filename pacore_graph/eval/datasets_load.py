@@ -16,10 +16,12 @@
   running on whatever rows happened to parse would give a number that cannot
   be compared with anyone's, and nothing has been sent to a model yet.
 
-A hub or local copy without a known adapter, whose columns match no named
-benchmark, is read with the generic map of the ``pacore run`` format
-(``messages``/``conversation``/``question``/``problem``/``prompt`` for the
-problem, ``ground_truth`` or ``answer`` for the answer).
+A hub id that is a built-in benchmark's own source (``hf:MathArena/aime_2025``)
+gets that benchmark's adapter, whatever other benchmark shares its columns; any
+other hub id or local copy gets the first built-in whose columns it has. One
+whose columns match no named benchmark is read with the generic map of the
+``pacore run`` format (``messages``/``conversation``/``question``/``problem``/
+``prompt`` for the problem, ``ground_truth`` or ``answer`` for the answer).
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ from pacore_graph.graph.nodes import normalize_conversation
 from pacore_graph.runs.jsonl import BadLine
 from pacore_graph.runs.runner import DatasetRecord, read_dataset
 
-__all__ = ["GENERIC", "LoadedDataset", "detect_benchmark", "load_dataset_spec"]
+__all__ = ["GENERIC", "LoadedDataset", "detect_benchmark", "hub_benchmark", "load_dataset_spec"]
 
 _TEXT_KEYS = ("question", "problem", "prompt")
 
@@ -102,8 +104,35 @@ class LoadedDataset:
         return lines
 
 
-def detect_benchmark(columns: Iterable[str]) -> Benchmark:
-    """The built-in benchmark whose required columns a source has, else the generic map."""
+def hub_benchmark(hub: HubDataset) -> Benchmark | None:
+    """The built-in benchmark whose own hub source is ``hub``'s repository (and config), if any.
+
+    Its config must agree when both name one (``hf:Idavidrein/gpqa:gpqa_main`` is
+    not GPQA Diamond); ``default`` stands for a benchmark that names none.
+    Repository ids compare without case, as the hub resolves them.
+    """
+    for benchmark in BUILTIN_BENCHMARKS.values():
+        if benchmark.hub.repo.lower() != hub.repo.lower():
+            continue
+        own = benchmark.hub.config if isinstance(benchmark.hub, HubDataset) else None
+        if hub.config is None or hub.config == (own or "default"):
+            return benchmark
+    return None
+
+
+def detect_benchmark(columns: Iterable[str], hub: HubDataset | None = None) -> Benchmark:
+    """The benchmark a source without a named adapter is read with.
+
+    For a hub id, the built-in whose hub source it is comes first: MathArena's
+    HMMT and AIME share one column layout, so by columns alone
+    ``hf:MathArena/aime_2025`` would be read as ``hmmt25`` (its ids, its
+    report). Otherwise the first built-in whose required columns the source
+    has, else the generic map.
+    """
+    if hub is not None:
+        by_repo = hub_benchmark(hub)
+        if by_repo is not None:
+            return by_repo
     have = set(columns)
     for benchmark in BUILTIN_BENCHMARKS.values():
         if set(benchmark.columns) <= have:
@@ -216,8 +245,9 @@ def load_dataset_spec(
     filtered = 0
     seen: set[str] = set()
     chosen = benchmark
+    hub = HubDataset(spec.repo, spec.config, spec.split) if spec.repo is not None else None
     for source in sources:
-        adapter = chosen or detect_benchmark(source.columns)
+        adapter = chosen or detect_benchmark(source.columns, hub)
         if chosen is None:
             _check_dates(adapter, options, spec)
         _check_columns(source, adapter, spec)

@@ -9,10 +9,18 @@ import sys
 from pathlib import Path
 
 import pytest
-from hub_fixtures import go_offline, hle_row, matharena_row, seed_hub_cache, write_parquet
+from hub_fixtures import (
+    go_offline,
+    gpqa_row,
+    hle_row,
+    matharena_row,
+    multichallenge_row,
+    seed_hub_cache,
+    write_parquet,
+)
 
-from pacore_graph.eval.benchmarks.base import DatasetError
-from pacore_graph.eval.datasets_load import load_dataset_spec
+from pacore_graph.eval.benchmarks.base import DatasetError, HubDataset
+from pacore_graph.eval.datasets_load import GENERIC, detect_benchmark, load_dataset_spec
 
 
 @pytest.fixture(autouse=True)
@@ -124,3 +132,89 @@ def test_hub_ids_and_names_load_offline_from_the_cache(tmp_path: Path) -> None:
     assert by_name["ids"] == ["hmmt25-1", "hmmt25-2"]
     error = str(missing["error"])
     assert error.startswith("hf:nobody/nothing: cannot load (") and "\n" not in error
+
+
+def test_a_hub_id_is_read_by_its_own_benchmark_before_its_columns(tmp_path: Path) -> None:
+    """AIME 2025 has HMMT's columns: by its hub id it is still aime25 (ids, report name)."""
+    rows = [matharena_row(1, "Compute 1+1.", "2"), matharena_row(2, "Compute 2+2.", "4")]
+    cache = tmp_path / "datasets-cache"
+    seed_hub_cache(rows, "MathArena/aime_2025", cache, split="train")
+    by_id, by_name = _read_offline(["hf:MathArena/aime_2025", "aime25"], cache, tmp_path / "home")
+    expected = ["aime25-1", "aime25-2"]
+    assert (by_id["ids"], by_id["benchmark"]) == (expected, "aime25")
+    assert (by_name["ids"], by_name["benchmark"]) == (expected, "aime25")
+    assert by_name["source"] == "hf:MathArena/aime_2025@train"
+
+
+def test_detect_benchmark_asks_the_repository_first_then_the_columns() -> None:
+    columns = ["problem_idx", "problem", "answer", "problem_type"]
+    assert detect_benchmark(columns, HubDataset("MathArena/aime_2025")).name == "aime25"
+    assert detect_benchmark(columns, HubDataset("matharena/AIME_2025", "default")).name == "aime25"
+    assert detect_benchmark(columns, HubDataset("someone/aime-copy")).name == "hmmt25"
+    assert detect_benchmark(columns).name == "hmmt25"  # a local copy: columns only
+    gpqa = ["Question", "Correct Answer", "Record ID"]
+    found = detect_benchmark(gpqa, HubDataset("Idavidrein/gpqa", "gpqa_diamond"))
+    assert found.name == "gpqa-diamond"
+    # another config of the repository is not GPQA Diamond, and these columns fit nothing
+    assert detect_benchmark(gpqa, HubDataset("Idavidrein/gpqa", "gpqa_main")) is GENERIC
+
+
+_HUB_DEFAULTS = {
+    # name: (hub repo, config, split, rows in the hub's own columns, ids, other spec)
+    "aime25": (
+        "MathArena/aime_2025",
+        "default",
+        "train",
+        [matharena_row(7, "Compute 3+4.", 7, ("Number Theory",))],
+        ["aime25-7"],
+        "hf:MathArena/aime_2025@train",
+    ),
+    "hle": (
+        "cais/hle",
+        "default",
+        "test",
+        [
+            hle_row("q-text", "Name the answer.", "Answerville"),
+            hle_row("q-mc", "Pick one.", "B", mc=True),
+            hle_row("q-pic", "What is shown?", "a cat", image="data:image/png;base64,AA"),
+        ],
+        ["q-text", "q-mc"],
+        "hf:cais/hle@test",
+    ),
+    "gpqa-diamond": (
+        "Idavidrein/gpqa",
+        "gpqa_diamond",
+        "train",
+        [gpqa_row("recA1", "Which particle?", "muon", ["pion", "kaon", "tau"])],
+        ["recA1"],
+        "hf:Idavidrein/gpqa:gpqa_diamond",
+    ),
+    "multichallenge": (
+        "nmayorga7/multichallenge",
+        "default",
+        "train",
+        [
+            multichallenge_row(
+                "mc-1",
+                [("user", "I am vegan."), ("assistant", "Noted."), ("user", "A dinner idea?")],
+                "Is the dinner vegan?",
+                "YES",
+            )
+        ],
+        ["mc-1"],
+        "hf:nmayorga7/multichallenge@train",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(_HUB_DEFAULTS))
+def test_named_benchmarks_load_from_their_hub_defaults(tmp_path: Path, name: str) -> None:
+    """``NAME`` reads the benchmark's own repository, config and split from the hub cache."""
+    repo, config, split, rows, ids, hub_spec = _HUB_DEFAULTS[name]
+    cache = tmp_path / "datasets-cache"
+    seed_hub_cache(rows, repo, cache, split=split, config=config)
+    by_name, by_id = _read_offline([name, hub_spec], cache, tmp_path / "home")
+    assert (by_name["ids"], by_name["benchmark"]) == (ids, name), by_name
+    assert (by_id["ids"], by_id["benchmark"]) == (ids, name), by_id
+    where = f"hf:{repo}" + (f":{config}" if config != "default" else "") + f"@{split}"
+    assert by_name["source"] == where
