@@ -47,7 +47,7 @@ from typing_extensions import TypedDict
 
 from pacore_graph.graph.explorer import ExploreTask, GraphExplorer, failed_trajectory
 from pacore_graph.graph.records import ToolCallRecord, Trajectory
-from pacore_graph.otel.spans import model_step_span, tool_span
+from pacore_graph.otel.spans import model_step_span, record_call_error, tool_span
 
 __all__ = [
     "ToolExplorerState",
@@ -259,6 +259,9 @@ class _ToolLoop:
                         }
                     )
         except Exception as exc:  # recorded as a failed trajectory, not raised
+            # The explorer span's error.type: the call's status or kind, as a
+            # plain explorer's (the step span got its own in model_step_span).
+            record_call_error(exc)
             return {"steps": steps, "error": f"{type(exc).__name__}: {exc}"}
         if not isinstance(answer, AIMessage):
             raise TypeError(f"chat model returned {type(answer).__name__}, not AIMessage")

@@ -173,8 +173,11 @@ def error_type(error: BaseException | str | None) -> str:
     """``error.type`` of a failed call: low-cardinality, so backends can group by it.
 
     An exception gives its HTTP status when it has one (``"500"``, as the
-    HTTP conventions spell it), else a :class:`~pacore_graph.errors.ModelCallError`'s
-    ``kind`` (``"timeout"``, ``"transport"``, ...), else its class name. A
+    HTTP conventions spell it): a :class:`~pacore_graph.errors.ModelCallError`'s
+    ``status``, or the ``status_code`` the ``openai`` SDK's errors carry (a
+    tool explorer calls its model through LangChain, which raises those);
+    else a ``ModelCallError``'s ``kind`` (``"timeout"``, ``"transport"``, ...),
+    else its class name. A
     trajectory keeps only its error's text, so text is read the same way:
     ``"HTTP 500 from http://...: body"`` is ``"500"`` and ``"ValueError: ..."``
     (how a raised exception is recorded) is ``"ValueError"``; anything else
@@ -189,6 +192,9 @@ def error_type(error: BaseException | str | None) -> str:
                 return str(error.status)
             if error.kind != "other":
                 return error.kind
+        status = getattr(error, "status_code", None)
+        if isinstance(status, int) and not isinstance(status, bool) and 100 <= status <= 599:
+            return str(status)
         return type(error).__name__
     text = error.strip()
     status = _STATUS_TEXT.match(text)

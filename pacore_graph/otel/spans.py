@@ -162,7 +162,16 @@ def tool_span(name: str, arguments: Mapping[str, Any]) -> Iterator[Span | None]:
 def model_step_span(
     model: str | None = None, messages_json: str | None = None
 ) -> Iterator[Span | None]:
-    """A ``chat {model}`` span for one model call inside a multi-step explorer."""
+    """A ``chat {model}`` span for one model call inside a multi-step explorer.
+
+    A call that raises leaves the span with an error status and the
+    exception recorded (the SDK does that) and, like a plain explorer's
+    chat span, a low-cardinality ``error.type``
+    (:func:`~pacore_graph.otel.conventions.error_type`: the HTTP status, the
+    error's kind or its class). The exception goes on to the caller, which
+    decides whether it fails the trajectory (and then passes it to
+    :func:`record_call_error` for the explorer's own span).
+    """
     active = _ACTIVE.get()
     if active is None:
         yield None
@@ -180,7 +189,11 @@ def model_step_span(
     with active.tracer.start_as_current_span(
         f"chat {model}", kind=SpanKind.CLIENT, attributes=attrs
     ) as span:
-        yield span
+        try:
+            yield span
+        except Exception as exc:
+            span.set_attribute(semconv.ERROR_TYPE, semconv.error_type(exc))
+            raise
 
 
 def _client_urls(client: Any) -> list[str]:

@@ -16,6 +16,9 @@ import pytest
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
 
 from pacore_graph import PaCoReConfig, build_pacore_graph
 from pacore_graph.graph.builder import ainvoke_pacore
@@ -23,6 +26,8 @@ from pacore_graph.graph.explorer import ExploreTask
 from pacore_graph.graph.records import Trajectory
 from pacore_graph.graph.tool_explorer import build_tool_explorer, static_tools
 from pacore_graph.llm.langchain_client import aclose_chat_model, make_chat_model
+from pacore_graph.otel.spans import TraceOptions
+from pacore_graph.settings.config import RetryPolicy
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer, ScriptedToolCall
 from pacore_graph.testing.fake_client import FakeChatClient
 
@@ -123,6 +128,57 @@ async def test_tool_loop_limits_and_errors() -> None:
     assert len(first.tool_calls) == 4  # two steps, two calls each
     assert [c.error is not None for c in first.tool_calls] == [True, False, True, False]
     assert "missing" in (first.tool_calls[0].error or "")
+
+
+async def test_a_failed_model_step_has_the_status_as_error_type(
+    traced: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
+    """A step answered 500 gives its ``chat`` span and its explorer's span ``error.type`` 500.
+
+    The upstream fails by input: explorer 1's second model call (seed 12,
+    after its tool result). LangChain raises the ``openai`` SDK's error,
+    whose text would give only the class name; the spans say the status,
+    as a plain explorer's chat span does.
+    """
+    provider, exporter = traced
+
+    def second_step_of_seed_12(req: ScriptedRequest) -> int | None:
+        after_tool = any(m.get("role") == "tool" for m in req.messages)
+        return 500 if req.seed == 12 and after_tool else None
+
+    async with ScriptedServer(respond, model="tm", fail_when=second_step_of_seed_12) as srv:
+        chat = make_chat_model(srv.base_url, "tm", retry=RetryPolicy(max_attempts=1))
+        graph = build_pacore_graph(
+            explorer=build_tool_explorer(chat, static_tools([add])),
+            config=PaCoReConfig(rounds=[2], sampling={"seed": 11}),
+            tracing=TraceOptions(tracer_provider=provider),
+        )
+        result = await ainvoke_pacore(graph, "2+3?")
+        await aclose_chat_model(chat)
+    assert [t.failed for t in result.rounds[0]] == [False, True]
+    assert result.answer == "\\boxed{5}"  # the other explorer carried the run
+    spans = exporter.get_finished_spans()
+    steps = [s for s in spans if s.name == "chat tm"]
+    failed_steps = [s for s in steps if s.status.status_code is StatusCode.ERROR]
+    assert len(steps) == 6 and len(failed_steps) == 1  # 2 steps for each of 3 explorers
+    (step,) = failed_steps
+    assert (step.attributes or {})["error.type"] == "500"
+    assert not any("error.type" in (s.attributes or {}) for s in steps if s is not step)
+    agents = {
+        (s.attributes or {})["pacore.explorer.index"]: s
+        for s in spans
+        if s.name == "invoke_agent tool_explorer"
+        and (s.attributes or {})["pacore.round.index"] == 0
+    }
+    assert agents[1].status.status_code is StatusCode.ERROR
+    assert (agents[1].attributes or {})["error.type"] == "500"  # not "InternalServerError"
+    assert "error.type" not in (agents[0].attributes or {})
+    # The failed step sits under explorer 1's span.
+    by_id = {s.context.span_id: s for s in spans}
+    parent = step.parent
+    while parent is not None and parent.span_id != agents[1].context.span_id:
+        parent = by_id[parent.span_id].parent
+    assert parent is not None
 
 
 async def test_custom_explorer_gets_the_limiter_and_sampling() -> None:

@@ -11,6 +11,8 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import httpx
+import openai
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -166,6 +168,10 @@ async def test_error_type_is_the_status_not_the_text(run: Run) -> None:
     assert failed == {1: "500", 2: "429"}
 
 
+def _response(status: int) -> httpx.Response:
+    return httpx.Response(status, request=httpx.Request("POST", "http://x/v1/chat/completions"))
+
+
 @pytest.mark.parametrize(
     ("error", "expected"),
     [
@@ -180,6 +186,10 @@ async def test_error_type_is_the_status_not_the_text(run: Run) -> None:
         (UpstreamTimeoutError("timed out after 3s"), "timeout"),
         (UpstreamTransportError("cannot reach http://x: refused"), "transport"),
         (KeyError("k"), "KeyError"),
+        # The openai SDK's errors (what LangChain's ChatOpenAI raises) carry their status.
+        (openai.InternalServerError("boom", response=_response(500), body=None), "500"),
+        (openai.RateLimitError("slow", response=_response(429), body=None), "429"),
+        (openai.APITimeoutError(request=httpx.Request("POST", "http://x/v1")), "APITimeoutError"),
     ],
 )
 def test_error_type_values_are_few(error: Any, expected: str) -> None:
