@@ -18,7 +18,12 @@ from otlp_receiver import Receiver
 
 import pacore_graph
 from pacore_graph import PaCoReConfig, ainvoke_pacore, build_pacore_graph
-from pacore_graph.otel.exporters import TracingConfigError, configure_tracing
+from pacore_graph.otel.exporters import (
+    DEFAULT_TRACE_PROJECT,
+    PROJECT_ATTRIBUTE,
+    TracingConfigError,
+    configure_tracing,
+)
 from pacore_graph.otel.spans import TraceOptions
 from pacore_graph.testing import ScriptedServer
 from pacore_graph.testing.fake_client import FakeChatClient
@@ -97,6 +102,29 @@ async def test_jaeger_and_otlp_kinds_reach_their_endpoints(
     assert {s["service"] for s in receiver.spans()} == {"my-bot"}
 
 
+async def test_without_a_project_runs_are_filed_under_pacore(receiver: Receiver) -> None:
+    """No ``project``: the resource says ``openinference.project.name=pacore``, over the wire.
+
+    Phoenix files spans by that attribute (not ``service.name``), so a run
+    traced without ``--trace-project`` lands in ``pacore``, not in Phoenix's
+    ``default``; a named project replaces it.
+    """
+    provider = configure_tracing("otlp", endpoint=f"{receiver.url}/v1/traces", batch=False)
+    assert provider.resource.attributes[PROJECT_ATTRIBUTE] == DEFAULT_TRACE_PROJECT == "pacore"
+    graph = build_pacore_graph(
+        FakeChatClient(),
+        config=PaCoReConfig(rounds=[2]),
+        tracing=TraceOptions(tracer_provider=provider),
+    )
+    await ainvoke_pacore(graph, "Q?")
+    provider.shutdown()
+    spans = receiver.spans()
+    assert spans and {s["project"] for s in spans} == {"pacore"}
+    named = configure_tracing((), project="my-runs")
+    assert named.resource.attributes[PROJECT_ATTRIBUTE] == "my-runs"
+    named.shutdown()
+
+
 def test_langfuse_without_keys_is_a_clear_error() -> None:
     with pytest.raises(TracingConfigError, match="LANGFUSE_PUBLIC_KEY"):
         configure_tracing("langfuse", env={})
@@ -105,12 +133,14 @@ def test_langfuse_without_keys_is_a_clear_error() -> None:
 
 
 def test_cli_trace_otlp_with_content_over_real_http(receiver: Receiver) -> None:
+    """``pacore run --trace otlp`` without ``--trace-project``: the ``pacore`` project's spans."""
     with ScriptedServer(model="m").run_in_thread() as model_server:
         env = {
             **os.environ,
             "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"{receiver.url}/v1/traces",
             "PACORE_API_KEY": "sk-should-never-be-exported",
         }
+        env.pop("PACORE_TRACE_PROJECT", None)
         proc = subprocess.run(
             [
                 sys.executable,
@@ -147,6 +177,7 @@ def test_cli_trace_otlp_with_content_over_real_http(receiver: Receiver) -> None:
     )
     assert all("gen_ai.output.messages" in s["attributes"] for s in chats)
     assert all(b"sk-should-never-be-exported" not in body for _, _, body in receiver.requests)
+    assert {s["project"] for s in spans} == {"pacore"}
 
 
 def _cli_run(base_url: str, env: dict[str, str], *extra: str) -> subprocess.CompletedProcess[str]:
