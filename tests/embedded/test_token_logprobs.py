@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 import pytest
 from embedded_support import require_embedded
 
-from pacore_graph.embedded.logprobs import (
+from pacore_graph.embedded.token_logprobs import (
     MIN_LOGPROB,
     LogitRow,
     TokenLogprob,
