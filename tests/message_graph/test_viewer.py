@@ -24,7 +24,7 @@ import pytest
 from browser_support import Page, open_browser, pixel_difference
 
 from pacore_graph.graph.records import PaCoReResult, Trajectory
-from pacore_graph.message_graph import message_graph, message_graph_html
+from pacore_graph.message_graph import answer_colors, message_graph, message_graph_html
 
 HOSTILE = "</script><script>window.__pwned = 1</script>"
 #: An answer the extractor keeps whole (no spaces), which runs if put into HTML unescaped.
@@ -156,6 +156,47 @@ async def test_the_page_loads_cleanly_with_every_node_and_edge(page_file: Path) 
     )
     assert sorted(tuple(e) for e in edges) == expected
     assert pwned == "undefined"
+
+
+def _rgb(hex_color: str) -> str:
+    """``#1f77b4`` as ``getComputedStyle`` writes it: ``rgb(31, 119, 180)``."""
+    r, g, b = (int(hex_color[i : i + 2], 16) for i in (1, 3, 5))
+    return f"rgb({r}, {g}, {b})"
+
+
+async def test_each_trajectory_is_coloured_by_its_answer(page_file: Path) -> None:
+    """Same answer, same fill; different answers (and a failed call), different fills.
+
+    Read as the browser paints them (computed ``background-color``), and the
+    same colours as the PNG's (:func:`answer_colors`), so the page's legend
+    and the picture agree.
+    """
+    graph = message_graph(the_run(), ground_truth="42")
+    async with open_browser() as browser, browser.page() as page:
+        await opened(page, page_file)
+        fills = dict(
+            await page.evaluate(
+                "[...document.querySelectorAll('.trajectory')].map(n =>"
+                " [n.dataset.id, getComputedStyle(n).backgroundColor])"
+            )
+        )
+        assert page.errors == []
+    assert set(fills) == set(graph.nodes)
+    by_answer: dict[str, set[str]] = {}
+    for node, attrs in graph.nodes(data=True):
+        if not attrs["failed"]:
+            by_answer.setdefault(attrs["answer"], set()).add(fills[node])
+    # 42 written in all three rounds, 41 in two, the hostile answer once.
+    assert {a: len([n for n in graph if graph.nodes[n]["answer"] == a]) for a in by_answer} == {
+        "42": 3,
+        "41": 2,
+        HOSTILE_ANSWER: 1,
+    }
+    assert all(len(colours) == 1 for colours in by_answer.values()), by_answer
+    colour = {answer: next(iter(colours)) for answer, colours in by_answer.items()}
+    assert len(set(colour.values())) == len(colour), colour  # one colour per answer
+    assert fills["r0.1"] not in colour.values()  # the failed call is none of them
+    assert colour == {a: _rgb(c) for a, c in answer_colors(graph).items()}
 
 
 async def test_a_click_opens_that_trajectory(page_file: Path) -> None:
