@@ -8,18 +8,20 @@ kind, and the grader must keep grading afterwards.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from pacore_graph.eval.code_grader import CodeGrader, code_test_suite
 from pacore_graph.eval.code_tests import CODE_TESTS_KEY, CodeTest, CodeTests
 from pacore_graph.eval.graders import CodeOrAnswerGrader, auto_grader, grader_from_name
-from pacore_graph.tools.sandbox import LocalSandbox
+from pacore_graph.tools.sandbox import ExecRequest, ExecResult, LocalSandbox
 
 SUM_TESTS = CodeTests(
     tests=(
@@ -126,6 +128,58 @@ def test_partial_credit_scores_the_pass_rate() -> None:
     assert grade.info is not None and grade.info["ran"] == 3
 
 
+class PeakCounter:
+    """A sandbox wrapper counting executions in flight; each waits until two have overlapped.
+
+    The wait makes "two at once" certain whenever the grader allows it (no
+    timing: a condition, released the moment the second arrives); if it never
+    comes, the first waiter gives up once and the peak stays 1, which fails the test.
+    """
+
+    def __init__(self, inner: LocalSandbox, target: int) -> None:
+        self.inner = inner
+        self.target = target
+        self.active = 0
+        self.peak = 0
+        self.calls = 0
+        self.gave_up = False
+        self._cond = threading.Condition()
+
+    def execute(self, request: ExecRequest) -> ExecResult:
+        with self._cond:
+            self.active += 1
+            self.calls += 1
+            self.peak = max(self.peak, self.active)
+            self._cond.notify_all()
+            if not self.gave_up and not self._cond.wait_for(
+                lambda: self.peak >= self.target, timeout=60
+            ):
+                self.gave_up = True
+        try:
+            return self.inner.execute(request)
+        finally:
+            with self._cond:
+                self.active -= 1
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+
+def test_grader_workers_bound_the_sandbox_runs_across_answers() -> None:
+    counter = PeakCounter(LocalSandbox(), target=2)
+    wrong = "a, b = map(int, input().split())\nprint(a - b)"
+    answers = [RIGHT_SUM, RIGHT_SUM, wrong, RIGHT_SUM, RIGHT_SUM, wrong]
+    try:
+        grader = CodeGrader(workers=2, sandbox=cast(LocalSandbox, counter))
+        with ThreadPoolExecutor(max_workers=len(answers)) as pool:  # answers graded at once
+            grades = list(pool.map(lambda code: grader.grade(fenced(code), SUM_TRUTH), answers))
+    finally:
+        counter.shutdown()
+    assert [g.score for g in grades] == [1.0, 1.0, 0.0, 1.0, 1.0, 0.0]
+    assert counter.calls >= 4 * 3 + 2  # every test of the right answers, the first of the wrong
+    assert counter.peak == 2 and not counter.gave_up
+
+
 # --------------------------------------------------------------------------- hostile solutions
 
 
@@ -202,8 +256,37 @@ def test_network_is_unreachable(grader: CodeGrader) -> None:
     assert connections == []
 
 
+def test_reading_etc_shadow_is_a_runtime_error_that_leaks_nothing(grader: CodeGrader) -> None:
+    code = f"import sys\nsys.stdout.write(open('/etc/shadow').read())\n{RIGHT_SUM}"
+    grade = grader.grade(fenced(code), SUM_TRUTH)
+    assert grade.score == 0.0 and grade.info is not None
+    failure = grade.info["first_failure"]
+    assert (failure["kind"], failure["test"]) == ("runtime_error", 0)
+    assert "PermissionError" in failure["detail"] or "FileNotFoundError" in failure["detail"]
+    try:  # the test process may read it (as root); the solution's grade must not hold it
+        secret = [line for line in Path("/etc/shadow").read_text().splitlines() if line.strip()]
+    except OSError:
+        secret = []
+    shown = json.dumps(grade.info) + grade.detail
+    assert "root:" not in shown
+    assert not [line for line in secret if line in shown]
+
+
 def test_killing_its_supervisor_or_exiting_early_only_fails_itself(grader: CodeGrader) -> None:
-    assert _kind(grader, "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)") != "passed"
+    kill = "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nprint(0)"
+    grade = grader.grade(fenced(kill), SUM_TRUTH)
+    assert grade.score == 0.0 and grade.info is not None
+    failure = grade.info["first_failure"]
+    if os.geteuid() == 0:
+        # Its parent is the sandbox's init, owned by root; the code runs as nobody in a
+        # user namespace of its own: the kill is refused and the solution dies of it.
+        assert (failure["kind"], failure["test"]) == ("runtime_error", 0)
+        assert "Operation not permitted" in failure["detail"], failure
+    else:
+        # Started by an ordinary user, init shares the code's uid; the kernel drops a
+        # SIGKILL sent to a PID namespace's init from inside it, so the code prints 0.
+        assert (failure["kind"], failure["test"]) == ("wrong_answer", 0)
+    assert grader.grade(fenced(RIGHT_SUM), SUM_TRUTH).score == 1.0  # the supervisor lives on
     assert _kind(grader, "import sys\nsys.exit(0)\nprint(3)") == "wrong_answer"
     assert grader.grade(fenced(RIGHT_SUM), SUM_TRUTH).score == 1.0
 
