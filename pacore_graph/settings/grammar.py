@@ -11,7 +11,11 @@ so a width means the same thing, is bounded by the same
 - *preset*: ``low`` | ``medium`` | ``high`` (:data:`PRESETS`);
 - *model name*: ``pacore-<preset>`` or ``pacore:<widths>``;
 - *method spec*: ``FAMILY[:ARGS]`` with the families of :data:`METHODS`
-  (``rsa:N,K,T``, ``deepconf:N``, ``deepconf-online:N`` among them).
+  (``rsa:N,K,T``, ``deepconf:N``, ``deepconf-online:N`` among them);
+- *served model name*: a PaCoRe model name, a method spec of a
+  :data:`SERVED_FAMILIES` family, or such a family's bare name standing for
+  its default spec (:data:`METHOD_DEFAULTS`: ``rsa`` = ``rsa:16,4,10``);
+  :func:`parse_served_model` reads all of them into a :class:`MethodSpec`.
 
 Pure functions over strings, no pydantic: the ``pacore`` command parses its
 flags with them before any heavy import. Errors are ``ValueError`` with a
@@ -30,11 +34,16 @@ __all__ = [
     "LISTED_MODELS",
     "MAX_ROUND_WIDTH",
     "METHODS",
+    "METHOD_DEFAULTS",
+    "SERVED_FAMILIES",
+    "SERVED_MODELS",
     "MethodSpec",
     "check_widths",
+    "is_served_name",
     "parse_method",
     "parse_methods",
     "parse_model_name",
+    "parse_served_model",
     "parse_widths",
     "preset_widths",
     "rounds_from",
@@ -113,7 +122,11 @@ def preset_widths(name: str) -> tuple[int, ...]:
 
 
 def parse_model_name(name: str) -> tuple[int, ...]:
-    """The configured round widths a served model name asks for; ValueError if it names none."""
+    """The configured round widths a PaCoRe model name asks for; ValueError if it names none.
+
+    PaCoRe names only (``pacore-high``, ``pacore:8,2``); :func:`parse_served_model`
+    reads every name a server answers to.
+    """
     if name in LISTED_MODELS:
         return LISTED_MODELS[name]
     family, sep, arg = name.partition(":")
@@ -248,3 +261,67 @@ def parse_methods(text: str) -> list[MethodSpec]:
             raise ValueError(f"method {s.text!r} is listed twice")
         seen.add(s.text)
     return specs
+
+
+#: Bare names of the other served methods and the spec each stands for: RSA's
+#: public defaults (population 16, 4 candidates read, 10 populations), and
+#: 16 traces for DeepConf and the majority vote.
+METHOD_DEFAULTS: dict[str, str] = {
+    "rsa": "rsa:16,4,10",
+    "deepconf": "deepconf:16",
+    "deepconf-online": "deepconf-online:16",
+    "majority": "majority:16",
+}
+
+#: Method families a server runs by model name (``single`` and ``refine`` are
+#: not: a plain call is the upstream's own name, and a name such as ``single``
+#: would shadow an upstream model of that name).
+SERVED_FAMILIES: tuple[str, ...] = ("pacore", *METHOD_DEFAULTS)
+
+#: What ``GET /v1/models`` lists, in order: the PaCoRe presets, then each other
+#: method's bare name beside the spec it stands for, so every default is visible.
+SERVED_MODELS: tuple[str, ...] = (
+    *LISTED_MODELS,
+    *(name for bare, spec in METHOD_DEFAULTS.items() for name in (bare, spec)),
+)
+
+#: The served methods' forms with their defaults, for the unknown-name message.
+_SERVED_FORMS = ", ".join(
+    f"{METHODS[bare][1]} ({bare} = {spec})" for bare, spec in METHOD_DEFAULTS.items()
+)
+
+
+def is_served_name(name: str) -> bool:
+    """Whether ``name`` lies in the served grammar: a preset, a bare method, ``FAMILY:...``.
+
+    Such a name is the server's to answer (or refuse) even when its
+    arguments are wrong, so ``rsa:0,1,1`` is never relayed to an upstream.
+    """
+    family, sep, _ = name.partition(":")
+    return (
+        name in LISTED_MODELS
+        or name in METHOD_DEFAULTS
+        or (bool(sep) and family in SERVED_FAMILIES)
+    )
+
+
+def parse_served_model(name: str) -> MethodSpec:
+    """The method a served model name runs; ValueError naming the accepted names otherwise.
+
+    PaCoRe names read exactly as :func:`parse_model_name` (the spec's ``text``
+    is the name); a bare method name is its :data:`METHOD_DEFAULTS` spec (whose
+    ``text`` is that spec, so ``rsa`` and ``rsa:16,4,10`` are one method);
+    ``rsa:N,K,T``, ``deepconf:N``, ``deepconf-online:N`` and ``majority:N`` are
+    read as method specs, with their bounds.
+    """
+    if name in METHOD_DEFAULTS:
+        return parse_method(METHOD_DEFAULTS[name])
+    family, sep, _ = name.partition(":")
+    if sep and family in METHOD_DEFAULTS:
+        return parse_method(name)
+    if name in LISTED_MODELS or (sep and family == "pacore"):
+        return MethodSpec(text=name, family="pacore", rounds=parse_model_name(name))
+    raise ValueError(
+        f"unknown model {name!r}; use {', '.join(LISTED_MODELS)}, pacore:K1,K2 "
+        f"(e.g. pacore:8,2), {_SERVED_FORMS}"
+    )
