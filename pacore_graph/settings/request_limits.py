@@ -18,6 +18,12 @@ also reads) -- so a cap means the same thing everywhere:
 - ``max_tokens_cap`` (default 131072, the paper's context): ``max_tokens``
   per call.
 
+The other served methods (``rsa:N,K,T``, ``deepconf:N``, ...) name their cost
+by their spec: :meth:`RequestLimits.check_method` counts their rounds (RSA's
+T populations) and model calls (the spec's ``expected_trajectories``, N x T
+for RSA) against the same caps, so ``rsa:1024,4,10`` is refused like
+``pacore:1024,1024,...``.
+
 An operator sets them with ``--max-rounds``, ``--max-samples-per-request`` and
 ``--max-tokens-cap`` (or ``PACORE_MAX_ROUNDS``, ...). A request over a cap is
 refused before any model call with :class:`RequestLimitError`, which names
@@ -32,6 +38,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pacore_graph.errors import PaCoReError
+from pacore_graph.settings.grammar import MethodSpec
 
 __all__ = [
     "DEFAULT_MAX_ROUNDS",
@@ -112,4 +119,31 @@ class RequestLimits:
                 "max_tokens",
                 f"max_tokens {max_tokens} is over the cap of {self.max_tokens_cap} per call "
                 "(max_tokens_cap)",
+            )
+
+    def check_method(self, spec: MethodSpec) -> None:
+        """Refuse a method spec whose run would start more rounds or model calls than allowed.
+
+        A PaCoRe spec is :meth:`check` of its widths (the final round
+        included); another method's rounds are the widths its spec names and
+        its calls :attr:`~pacore_graph.settings.grammar.MethodSpec.expected_trajectories`.
+        Raises :class:`RequestLimitError` for ``rounds``; the message names
+        the family and the counts, never the spec's text.
+        """
+        if spec.family == "pacore":
+            self.check(rounds=spec.rounds)
+            return
+        count = len(spec.rounds)
+        if count > self.max_rounds:
+            raise RequestLimitError(
+                "rounds",
+                f"{spec.family} runs {count} rounds; at most {self.max_rounds} per request "
+                "(max_rounds)",
+            )
+        calls = spec.expected_trajectories
+        if calls > self.max_samples_per_request:
+            raise RequestLimitError(
+                "rounds",
+                f"{spec.family} runs {calls} model calls; at most "
+                f"{self.max_samples_per_request} per request (max_samples_per_request)",
             )

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from pacore_graph.cli import main
 from pacore_graph.settings.env_settings import format_settings_error, load_settings
+from pacore_graph.settings.grammar import parse_served_model
 from pacore_graph.settings.request_limits import RequestLimitError, RequestLimits
 from pacore_graph.testing import ScriptedServer
 
@@ -37,6 +38,43 @@ def test_the_defaults_pass_the_presets_and_refuse_runaway_requests() -> None:
     with pytest.raises(RequestLimitError) as caught:
         limits.check(max_tokens=131_073)
     assert caught.value.field == "max_tokens"
+
+
+@pytest.mark.parametrize(
+    ("spec", "calls"),
+    [
+        ("rsa:16,4,10", 160),  # N x T: every population's candidates
+        ("rsa:1024,4,4", 4096),
+        ("deepconf:1024", 1024),
+        ("deepconf-online:1024", 1024),  # the warm-up and the rest: N in all
+        ("majority:1024", 1024),
+    ],
+)
+def test_a_method_is_counted_by_its_model_calls(spec: str, calls: int) -> None:
+    method = parse_served_model(spec)
+    assert method.expected_trajectories == calls
+    RequestLimits(max_samples_per_request=calls).check_method(method)
+    with pytest.raises(RequestLimitError) as caught:
+        RequestLimits(max_samples_per_request=calls - 1).check_method(method)
+    assert caught.value.field == "rounds"
+    assert f"{method.family} runs {calls} model calls; at most {calls - 1}" in str(caught.value)
+
+
+def test_a_method_over_a_cap_is_refused_like_pacore() -> None:
+    limits = RequestLimits()
+    with pytest.raises(RequestLimitError, match="rsa runs 10240 model calls; at most 4096"):
+        limits.check_method(parse_served_model("rsa:1024,4,10"))
+    # RSA's populations are its rounds: T over max_rounds is refused before any count.
+    with pytest.raises(RequestLimitError, match=r"rsa runs 17 rounds; at most 16 .*max_rounds"):
+        limits.check_method(parse_served_model("rsa:1,1,17"))
+    RequestLimits(max_rounds=17).check_method(parse_served_model("rsa:1,1,17"))
+    # A PaCoRe spec is checked as its widths are, the final round included.
+    with pytest.raises(RequestLimitError, match="4097 model calls"):
+        limits.check_method(parse_served_model("pacore:1024,1024,1024,1024"))
+    long = parse_served_model("rsa:  1024 , 1024 ,  1024")
+    with pytest.raises(RequestLimitError) as caught:
+        limits.check_method(long)
+    assert long.text not in str(caught.value)  # counts, never the text back
 
 
 def test_caps_are_validated_when_set() -> None:
