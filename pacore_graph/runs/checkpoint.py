@@ -299,6 +299,35 @@ _PUT_BLOB = (
     "VALUES (?, ?, ?, ?, ?, ?)"
 )
 
+_GET_BLOB = (
+    "SELECT type, blob FROM pacore_blobs WHERE thread_id = ? AND "
+    "checkpoint_ns = ? AND channel = ? AND version = ?"
+)
+
+#: The type of a ``pacore_blobs`` row holding an append-only channel's value by
+#: reference: a JSON list of ``[channel/i, version]``, one per item, each item
+#: its own row (see :func:`_group_commit_saver`).
+_REFS = "pacore_refs"
+
+#: How many threads' references the saver remembers (the least recently written
+#: is forgotten first). Dataset runs delete each problem's thread when its line is
+#: written, so this only bounds a caller that keeps its threads: a forgotten
+#: thread's next write encodes its items once more, which is still correct.
+_REFS_KEPT = 4096
+
+#: What the saver remembers of one append-only channel: the value it last wrote
+#: and the references to its items.
+_Written = tuple[tuple[Any, ...], list[list[str]]]
+
+
+def _is_tuple_of_tuples(value: Any) -> bool:
+    """Whether ``value`` can go by reference and be rebuilt exactly (a tuple of tuples).
+
+    msgpack reads a tuple back as a list; only a value known to be all tuples
+    is rebuilt as tuples, so anything else is written whole, as it reads today.
+    """
+    return type(value) is tuple and all(type(item) is tuple for item in value)
+
 
 def _group_commit_saver(base: type) -> type:
     """``AsyncSqliteSaver`` whose writes that arrive together share one transaction.
@@ -325,6 +354,23 @@ def _group_commit_saver(base: type) -> type:
     saver) is read as it was and goes on being written whole: its unchanged
     channels have no rows (``benchmarks/bench_durable.py`` measures it).
 
+    Append-only channels by reference (issue 22): ``rounds`` (a tuple of
+    rounds, each a tuple of trajectories) is reset to ``()`` by prepare and
+    only ever extended by compaction, yet each change re-encoded every
+    earlier round (at ``high``, round 0's 32 trajectories two more times).
+    For a channel named in ``append_only`` each item is its own row
+    (channel ``rounds/<i>``, version: the channel's version when the item was
+    first written), encoded once; the channel's row is a :data:`_REFS` list
+    of those references, and a read rebuilds the tuple of tuples. The saver
+    remembers per thread and namespace the value it last wrote and its
+    references (from the checkpoint read when a thread resumes), reuses
+    them while the new value extends that one (items compared by identity,
+    then equality), and starts over when it does not (a reset by prepare,
+    a fork). A legacy whole thread stays whole; a row written as a plain
+    value before this still reads. The PostgreSQL store is LangGraph's own
+    saver (:func:`_postgres`), untouched: it writes each changed channel's
+    whole value.
+
     Fewer checkpoints: with ``checkpoint_before`` set (the nodes that call a
     model; ``pacore run --input`` sets ``{"explore"}``), a top-level
     checkpoint is written only when a ``Send`` or one of those nodes runs
@@ -340,6 +386,12 @@ def _group_commit_saver(base: type) -> type:
     from langgraph.checkpoint.base import WRITES_IDX_MAP, get_checkpoint_metadata
 
     class GroupCommitSqliteSaver(base):
+        append_only: frozenset[str] = frozenset({"rounds"})
+        """Channels only ever extended or reset (a tuple of tuples): stored by reference.
+
+        The PaCoRe state's ``rounds`` (prepare resets it, compaction appends a
+        round); a channel changed any other way must not be named here."""
+
         def __init__(self, conn: Any, *, serde: Any = None) -> None:
             super().__init__(conn, serde=serde)
             self._rows: list[tuple[str, tuple[Any, ...]]] = []
@@ -348,6 +400,9 @@ def _group_commit_saver(base: type) -> type:
             self._whole: set[tuple[str, str]] = set()  # threads written whole (legacy)
             self._skipped: dict[str, set[str]] = {}  # thread -> checkpoint ids not written
             self._unsaved: dict[str, set[str]] = {}  # thread -> channels they changed
+            # thread -> namespace -> append-only channel -> what was written last
+            # (least recently written thread first; see _REFS_KEPT).
+            self._written: dict[str, dict[str, dict[str, _Written]]] = {}
             # Threads with checkpoints (read at set-up, then kept up to date): the file is
             # this run's alone (its output is locked), so a thread outside it has none.
             self._known: set[str] | None = None
@@ -368,8 +423,12 @@ def _group_commit_saver(base: type) -> type:
                     ) as cur:
                         self._known = {str(row[0]) for row in await cur.fetchall()}
 
-        def _restore(self, found: Any) -> Any:
-            """A checkpoint tuple with its channel values back from ``pacore_blobs``."""
+        def _restore(self, found: Any, *, remember: bool = False) -> Any:
+            """A checkpoint tuple with its channel values back from ``pacore_blobs``.
+
+            ``remember``: the checkpoint a thread goes on from (the latest), whose
+            references to append-only items the next writes reuse.
+            """
             if found is None:
                 return None
             checkpoint = found.checkpoint
@@ -381,15 +440,62 @@ def _group_commit_saver(base: type) -> type:
                 return found
             values: dict[str, Any] = {}
             for channel, version in checkpoint["channel_versions"].items():
-                row = self.writer.execute(
-                    "SELECT type, blob FROM pacore_blobs WHERE thread_id = ? AND "
-                    "checkpoint_ns = ? AND channel = ? AND version = ?",
-                    (*key, channel, str(version)),
-                ).fetchone()
-                if row is not None and row[0] != "empty":
+                row = self.writer.execute(_GET_BLOB, (*key, channel, str(version))).fetchone()
+                if row is None or row[0] == "empty":
+                    continue
+                if row[0] != _REFS:
                     values[channel] = self.serde.loads_typed((row[0], row[1]))
+                    continue
+                refs: list[list[str]] = json.loads(row[1])
+                value = tuple(self._item(key, name, item_version) for name, item_version in refs)
+                values[channel] = value
+                if remember:
+                    self._remember(key, channel, value, refs)
             checkpoint["channel_values"] = values
             return found
+
+        def _item(self, key: tuple[str, str], name: str, version: str) -> tuple[Any, ...]:
+            """One append-only item (``rounds/<i>``), a tuple as it was written."""
+            row = self.writer.execute(_GET_BLOB, (*key, name, version)).fetchone()
+            if row is None:  # only a damaged file: the run stops with one line naming it
+                raise sqlite3.DatabaseError(f"thread {key[0]}: checkpoint row {name} is missing")
+            return tuple(self.serde.loads_typed((row[0], row[1])))
+
+        def _remember(
+            self, key: tuple[str, str], channel: str, value: tuple[Any, ...], refs: list[list[str]]
+        ) -> None:
+            """Keep ``value`` and its references as the last written; forget the oldest thread."""
+            thread, ns = key
+            spaces = self._written.pop(thread, None) or {}
+            spaces.setdefault(ns, {})[channel] = (value, refs)
+            self._written[thread] = spaces  # now the most recently written
+            while len(self._written) > _REFS_KEPT:
+                del self._written[next(iter(self._written))]
+
+        def _by_reference(
+            self, key: tuple[str, str], channel: str, version: str, value: tuple[Any, ...]
+        ) -> tuple[list[list[str]], list[tuple[str, tuple[Any, ...]]]]:
+            """References to every item of ``value``, and the rows of the items not yet written.
+
+            The items last written are reused when ``value`` starts with them (the
+            same objects in a run and after a resume; equality is the fallback);
+            otherwise (shrunk, or a different start) every item is written again.
+            """
+            written = self._written.get(key[0], {}).get(key[1], {}).get(channel)
+            refs: list[list[str]] = []
+            if written is not None:
+                last, last_refs = written
+                if len(last) <= len(value) and all(
+                    a is b or a == b for a, b in zip(last, value, strict=False)
+                ):
+                    refs = list(last_refs)
+            rows: list[tuple[str, tuple[Any, ...]]] = []
+            for index in range(len(refs), len(value)):
+                name = f"{channel}/{index}"
+                typed = self.serde.dumps_typed(value[index])
+                rows.append((_PUT_BLOB, (*key, name, version, *typed)))
+                refs.append([name, version])
+            return refs, rows
 
         async def aget_tuple(self, config: Any) -> Any:
             conf = config["configurable"]
@@ -399,7 +505,8 @@ def _group_commit_saver(base: type) -> type:
                 and not conf.get("checkpoint_id")
             ):
                 return None  # a thread nothing was written for: no read (a thread hop each)
-            return self._restore(await super().aget_tuple(config))
+            latest = not conf.get("checkpoint_id")
+            return self._restore(await super().aget_tuple(config), remember=latest)
 
         async def alist(self, config: Any, **kwargs: Any) -> Any:
             async for found in super().alist(config, **kwargs):
@@ -457,6 +564,7 @@ def _group_commit_saver(base: type) -> type:
             self._whole = {key for key in self._whole if key[0] != str(thread_id)}
             self._skipped.pop(str(thread_id), None)
             self._unsaved.pop(str(thread_id), None)
+            self._written.pop(str(thread_id), None)
             if self._known is not None:
                 self._known.discard(str(thread_id))
 
@@ -497,14 +605,20 @@ def _group_commit_saver(base: type) -> type:
                     **new_versions,
                 }
             rows: list[tuple[str, tuple[Any, ...]]] = []
+            referenced: list[tuple[str, tuple[Any, ...], list[list[str]]]] = []
             if (thread, ns) not in self._whole:
                 values = checkpoint["channel_values"]
                 for channel, version in new_versions.items():
-                    typed = (
-                        self.serde.dumps_typed(values[channel])
-                        if channel in values
-                        else ("empty", b"")
-                    )
+                    value = values.get(channel)
+                    if channel not in values:
+                        typed = ("empty", b"")
+                    elif channel in self.append_only and _is_tuple_of_tuples(value):
+                        refs, items = self._by_reference((thread, ns), channel, str(version), value)
+                        rows.extend(items)
+                        referenced.append((channel, value, refs))
+                        typed = (_REFS, json.dumps(refs).encode())
+                    else:
+                        typed = self.serde.dumps_typed(value)
                     rows.append((_PUT_BLOB, (thread, ns, channel, str(version), *typed)))
                 checkpoint = {**checkpoint, "channel_values": {}, _BLOBS: 1}
             type_, blob = self.serde.dumps_typed(checkpoint)
@@ -528,6 +642,8 @@ def _group_commit_saver(base: type) -> type:
                     ),
                 ]
             )
+            for channel, value, refs in referenced:  # only once its rows are committed
+                self._remember((thread, ns), channel, value, refs)
             return saved
 
         async def aput_writes(

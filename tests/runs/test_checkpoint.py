@@ -39,6 +39,7 @@ class SeedClient:
 
     hold: frozenset[int] = frozenset()
     model: str = "seeded"
+    says: str = "answer"
     seeds: list[int | None] = field(default_factory=list)
     answered: int = 0
 
@@ -49,7 +50,7 @@ class SeedClient:
         if seed in self.hold:
             await asyncio.Event().wait()  # never answers
         self.answered += 1
-        return [Completion(content=f"answer from seed {seed}", completion_tokens=3)] * n
+        return [Completion(content=f"{self.says} from seed {seed}", completion_tokens=3)] * n
 
 
 @asynccontextmanager
@@ -200,11 +201,10 @@ async def test_a_step_encodes_only_the_channels_it_changed(tmp_path: Path) -> No
     needle = first.encode()
     assert not any(needle in row[0] for row in checkpoints)  # values live in the blobs
     holding = sorted(channel for channel, blob in blobs if blob and needle in blob)
-    # Where it changed: round 0's fan-in (pending), round 1's prompt and its Send, rounds
-    # after each of the 3 compactions, the result; not in each later checkpoint too.
-    assert holding == [
-        "__pregel_tasks", "pending", "prompt", "result", "rounds", "rounds", "rounds"
-    ]  # fmt: skip
+    # Where it changed: round 0's fan-in (pending), round 1's prompt and its Send, round 0
+    # in ``rounds`` (once: later versions of ``rounds`` refer to it), the result; not in
+    # each later checkpoint too.
+    assert holding == ["__pregel_tasks", "pending", "prompt", "result", "rounds/0"]
 
 
 async def test_a_thread_written_whole_resumes_and_stays_whole(tmp_path: Path) -> None:
@@ -273,3 +273,204 @@ async def test_only_the_checkpoints_before_model_calls_are_written(tmp_path: Pat
         )
     assert resumed.seeds == [2, 1000, 1001, 2000]
     assert [len(r) for r in out["result"].rounds] == [4, 2, 1]
+
+
+# ----------------------------------------------------------------- rounds by reference
+
+#: How a Trajectory's type name starts in msgpack (a 10-character str): one per record encoded.
+_TRAJECTORY = b"\xaaTrajectory"
+QUESTION = {"messages": [{"role": "user", "content": "Q?"}]}
+
+
+def _rounds_rows(path: Path, thread: str) -> list[tuple[str, str, bytes]]:
+    """The thread's ``pacore_blobs`` rows of ``rounds`` and of its items (``rounds/<i>``)."""
+    import sqlite3
+
+    with sqlite3.connect(path) as conn:
+        return list(
+            conn.execute(
+                "SELECT channel, type, blob FROM pacore_blobs WHERE thread_id = ? AND "
+                "(channel = 'rounds' OR channel LIKE 'rounds/%') ORDER BY version, channel",
+                (thread,),
+            )
+        )
+
+
+def _shape(rounds: Any) -> list[list[tuple[Any, ...]]]:
+    """What a run's rounds said (not their latencies, which differ between runs)."""
+    return [[(t.round, t.index, t.content, t.message, t.references) for t in r] for r in rounds]
+
+
+def _exact_tuples(rounds: Any) -> bool:
+    return type(rounds) is tuple and all(type(r) is tuple for r in rounds)
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["every-step", "before-model-calls"])
+async def test_each_rounds_trajectories_are_encoded_once(tmp_path: Path, sparse: bool) -> None:
+    """``rounds`` goes by reference: each round's trajectories are one row, written once.
+
+    Before, every new version of ``rounds`` re-encoded all earlier rounds: at
+    [4, 2] (+ the final 1) 4 + 6 + 7 = 17 trajectories for the 7 the run made,
+    and at ``high`` round 0's 32 three times.
+    """
+    path = tmp_path / "ck.sqlite"
+    cfg: Any = {"configurable": {"thread_id": "t"}}
+    async with open_checkpointer(f"sqlite:///{path}", tmp_path / "unused.sqlite") as saver:
+        if sparse:
+            saver.checkpoint_before = frozenset({"explore"})
+        graph = build_pacore_graph(SeedClient(), config=CONFIG, checkpointer=saver)
+        out = await graph.ainvoke(QUESTION, cfg)
+        again = (await graph.aget_state(cfg)).values
+    # The sparse run's last checkpoint is the one before the final round's explorer.
+    widths = [4, 2] if sparse else [4, 2, 1]
+    rows = _rounds_rows(path, "t")
+    items = [(channel, blob) for channel, _, blob in rows if channel != "rounds"]
+    assert [channel for channel, _ in items] == [f"rounds/{i}" for i in range(len(widths))]
+    assert [blob.count(_TRAJECTORY) for _, blob in items] == widths  # each once, in its row
+    refs = [(type_, blob) for channel, type_, blob in rows if channel == "rounds"]
+    assert len(refs) == len(widths) + 1  # (), then one per round added
+    assert all(type_ == "pacore_refs" and len(blob) < 300 for type_, blob in refs)
+    assert sum(blob.count(_TRAJECTORY) for _, _, blob in rows) == sum(widths)
+    # Read back exactly: the same records, as tuples of tuples.
+    assert again["rounds"] == out["result"].rounds[: len(widths)]
+    assert _exact_tuples(again["rounds"])
+
+
+async def _until_round_1_has_a_saved_answer(graph: Any, config: Any) -> None:
+    for _ in range(500):
+        snapshot = await graph.aget_state(config)
+        if snapshot.values.get("round") == 1 and any(t.result for t in snapshot.tasks):
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("round 1's first answer was never saved")
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["every-step", "before-model-calls"])
+async def test_a_run_stopped_in_round_1_resumes_from_its_referenced_rounds(
+    tmp_path: Path, sparse: bool
+) -> None:
+    """Stopped after round 0 was stored by reference: a new saver on the file rebuilds it,
+    asks only the unsaved explorer and the rounds after, and does not write round 0 again."""
+    path = tmp_path / "ck.sqlite"
+    cfg: Any = {"configurable": {"thread_id": "r"}}
+    reference = await build_pacore_graph(SeedClient(), config=CONFIG).ainvoke(QUESTION)
+
+    async with open_checkpointer(f"sqlite:///{path}", tmp_path / "unused.sqlite") as saver:
+        if sparse:
+            saver.checkpoint_before = frozenset({"explore"})
+        first = SeedClient(hold=frozenset({1001}))
+        graph = build_pacore_graph(first, config=CONFIG, checkpointer=saver)
+        run = asyncio.create_task(graph.ainvoke(QUESTION, cfg))
+        await _until_round_1_has_a_saved_answer(graph, cfg)
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+    assert len(first.seeds) == 6 and set(first.seeds) == {0, 1, 2, 3, 1000, 1001}
+
+    second = SeedClient()  # a new process's saver: nothing remembered but the file
+    async with open_checkpointer(f"sqlite:///{path}", tmp_path / "unused.sqlite") as saver:
+        if sparse:
+            saver.checkpoint_before = frozenset({"explore"})
+        graph = build_pacore_graph(second, config=CONFIG, checkpointer=saver)
+        out = await graph.ainvoke(None, cfg)
+        again = (await graph.aget_state(cfg)).values
+    assert second.seeds == [1001, 2000]  # no finished sample asked again
+    assert _shape(out["result"].rounds) == _shape(reference["result"].rounds)
+    assert out["result"].answer == reference["result"].answer
+    assert _exact_tuples(again["rounds"]) and _exact_tuples(out["result"].rounds)
+    items = [channel for channel, _, _ in _rounds_rows(path, "r") if channel != "rounds"]
+    assert items == ["rounds/0", "rounds/1"] + ([] if sparse else ["rounds/2"])  # each once
+
+
+async def test_a_new_question_on_the_same_thread_writes_its_rounds_afresh(
+    tmp_path: Path,
+) -> None:
+    """A finished thread asked again: prepare resets ``rounds`` to (); the new rounds are
+    written (not the old ones referred to) and read back as the new run's."""
+    path = tmp_path / "ck.sqlite"
+    cfg: Any = {"configurable": {"thread_id": "again"}}
+    async with open_checkpointer(f"sqlite:///{path}", tmp_path / "unused.sqlite") as saver:
+        graph = build_pacore_graph(SeedClient(), config=CONFIG, checkpointer=saver)
+        await graph.ainvoke(QUESTION, cfg)
+        graph = build_pacore_graph(SeedClient(says="other"), config=CONFIG, checkpointer=saver)
+        out = await graph.ainvoke({"messages": [{"role": "user", "content": "Q2?"}]}, cfg)
+    assert [t.content for t in out["result"].rounds[0]] == [
+        f"other from seed {s}" for s in range(4)
+    ]
+    async with open_checkpointer(f"sqlite:///{path}", tmp_path / "unused.sqlite") as saver:
+        graph = build_pacore_graph(SeedClient(), config=CONFIG, checkpointer=saver)
+        again = (await graph.aget_state(cfg)).values
+    assert again["rounds"] == out["result"].rounds and _exact_tuples(again["rounds"])
+    items = [channel for channel, _, _ in _rounds_rows(path, "again") if channel != "rounds"]
+    assert items == ["rounds/0", "rounds/1", "rounds/2"] * 2  # once per run
+
+
+def _trajectory(content: str) -> Trajectory:
+    return Trajectory(round=0, index=0, content=content, references=(1, 2))
+
+
+async def test_rounds_that_do_not_extend_the_last_written_start_over(tmp_path: Path) -> None:
+    """The saver reuses references only while ``rounds`` extends what it wrote last: a value
+    with another start, or a shorter one, is written whole again, and each reads back."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    path = tmp_path / "ck.sqlite"
+    a, b, c = ((_trajectory(x),) for x in "abc")
+    steps: list[Any] = [(a,), (a, b), (c, b), (c,), (c, a), [list(c)]]
+    config: Any = {"configurable": {"thread_id": "s", "checkpoint_ns": ""}}
+    read: list[Any] = []
+    async with open_checkpointer(f"sqlite:///{path}", tmp_path / "unused.sqlite") as saver:
+        version = None
+        for value in steps:
+            version = saver.get_next_version(version, None)
+            checkpoint = empty_checkpoint()
+            checkpoint["channel_values"] = {"rounds": value}
+            checkpoint["channel_versions"] = {"rounds": version}
+            config = await saver.aput(config, checkpoint, {}, {"rounds": version})
+            read.append((await saver.aget_tuple(config)).checkpoint["channel_values"]["rounds"])
+    rows = _rounds_rows(path, "s")
+    written = [
+        (channel, blob.count(_TRAJECTORY)) for channel, _, blob in rows if channel != "rounds"
+    ]
+    assert written == [
+        ("rounds/0", 1),  # (a,)
+        ("rounds/1", 1),  # (a, b): only b
+        ("rounds/0", 1), ("rounds/1", 1),  # (c, b): another start, both again
+        ("rounds/0", 1),  # (c,): shorter, again
+        ("rounds/1", 1),  # (c, a): extends (c,), only a
+    ]  # fmt: skip
+    types = [type_ for channel, type_, _ in rows if channel == "rounds"]
+    # A list is not a tuple of tuples: written whole, as before.
+    assert types == ["pacore_refs"] * 5 + ["msgpack"]
+    assert read[:5] == steps[:5] and all(_exact_tuples(value) for value in read[:5])
+    assert read[5] == [list(c)]
+
+
+async def test_a_thread_whose_rounds_were_written_as_values_resumes(tmp_path: Path) -> None:
+    """A file from before references (``rounds`` one plain row per version) still resumes:
+    those rows read as they were, and the run finishes with the answers it would have."""
+    path = tmp_path / "ck.sqlite"
+    cfg: Any = {"configurable": {"thread_id": "before"}}
+    async with open_checkpointer(f"sqlite:///{path}", tmp_path / "unused.sqlite") as saver:
+        saver.append_only = frozenset()  # writes ``rounds`` as the saver did before
+        graph = build_pacore_graph(
+            SeedClient(hold=frozenset({1001})), config=CONFIG, checkpointer=saver
+        )
+        run = asyncio.create_task(graph.ainvoke(QUESTION, cfg))
+        await _until_round_1_has_a_saved_answer(graph, cfg)
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+    assert {type_ for channel, type_, _ in _rounds_rows(path, "before")} == {"msgpack"}
+
+    resumed = SeedClient()
+    async with open_checkpointer(f"sqlite:///{path}", tmp_path / "unused.sqlite") as saver:
+        graph = build_pacore_graph(resumed, config=CONFIG, checkpointer=saver)
+        out = await graph.ainvoke(None, cfg)
+        again = (await graph.aget_state(cfg)).values
+    assert resumed.seeds == [1001, 2000]
+    assert [t.content for t in out["result"].rounds[0]] == [
+        f"answer from seed {s}" for s in range(4)
+    ]
+    assert [len(r) for r in out["result"].rounds] == [4, 2, 1]
+    assert again["result"] == out["result"] and len(again["rounds"]) == 3
