@@ -263,28 +263,44 @@ class ConfidenceFilter:
 
     def __post_init__(self) -> None:
         _check_share(self.share)
-        if self.window < 1:
+        if isinstance(self.window, bool) or self.window < 1:
             raise ValueError(f"the confidence window must be at least 1 token; got {self.window}")
+
+    @property
+    def spec(self) -> str:
+        """The filter as typed, canonical: ``confidence:F``, or ``confidence:F,W`` off 2048.
+
+        Configs, records and eval reports hold this text, so one filter
+        always reads the same wherever it is recorded.
+        """
+        window = "" if self.window == DEFAULT_WINDOW else f",{self.window}"
+        return f"confidence:{self.share:.15g}{window}"
 
     def apply(self, trajectories: Sequence[Trajectory]) -> tuple[Trajectory, ...]:
         """See :func:`most_confident`."""
         return most_confident(trajectories, self.share, self.window)
 
 
+_FILTER_FORM = "a reference filter is confidence:F (a share in (0, 1]) or confidence:F,W"
+
+
 def parse_reference_filter(text: str) -> ConfidenceFilter:
-    """``confidence:F`` or ``confidence:F,W`` (share F in (0, 1], window W tokens)."""
-    kind, _, rest = text.partition(":")
-    if kind.strip() != "confidence" or not rest:
-        raise ValueError(
-            f"--reference-filter takes confidence:F (a share in (0, 1]) or confidence:F,W; "
-            f"got {text!r}"
-        )
-    share_text, _, window_text = rest.partition(",")
+    """``confidence:F`` or ``confidence:F,W`` (share F in (0, 1], window W tokens).
+
+    Messages do not name a flag: each surface labels them its own way
+    (``--reference-filter: ...`` on the command line).
+    """
+    kind, _, rest = text.strip().partition(":")
+    if kind.strip() != "confidence" or not rest.strip():
+        raise ValueError(f"{_FILTER_FORM}; got {text!r}")
+    share_text, comma, window_text = rest.partition(",")
+    if comma and not window_text.strip():
+        raise ValueError(f"{_FILTER_FORM}: no window after the comma in {text!r}")
     try:
         share = float(share_text)
-        window = int(window_text) if window_text else DEFAULT_WINDOW
+        window = int(window_text) if comma else DEFAULT_WINDOW
     except ValueError:
-        raise ValueError(f"--reference-filter: not a number in {text!r}") from None
+        raise ValueError(f"{_FILTER_FORM}: not a number in {text!r}") from None
     return ConfidenceFilter(share=share, window=window)
 
 

@@ -119,9 +119,31 @@ def test_most_confident_passes_on_the_top_share_and_keeps_failures_and_order() -
 def test_parse_reference_filter() -> None:
     assert parse_reference_filter("confidence:0.5") == ConfidenceFilter(0.5)
     assert parse_reference_filter("confidence:0.25,64") == ConfidenceFilter(0.25, 64)
-    for bad in ("confidence", "length:0.5", "confidence:x", "confidence:1.5"):
-        with pytest.raises(ValueError):
+    assert parse_reference_filter(" confidence:1 ") == ConfidenceFilter(1.0)
+    for bad in (
+        "confidence",
+        "length:0.5",
+        "foo:1",
+        "confidence:x",
+        "confidence:1.5",
+        "confidence:0",
+        "confidence:nan",
+        "confidence:0.5,",
+        "confidence:0.5,0",
+        "confidence:0.5,x",
+    ):
+        with pytest.raises(ValueError) as caught:
             parse_reference_filter(bad)
+        # Each surface labels the message its own way (--reference-filter, PACORE_...).
+        assert "--" not in str(caught.value), bad
+
+
+def test_a_filter_reads_back_as_one_canonical_spec() -> None:
+    assert parse_reference_filter("confidence:.50").spec == "confidence:0.5"
+    assert parse_reference_filter("confidence:1.0,2048").spec == "confidence:1"
+    assert parse_reference_filter("confidence:0.125,64").spec == "confidence:0.125,64"
+    spec = ConfidenceFilter(0.3, 16).spec
+    assert parse_reference_filter(spec) == ConfidenceFilter(0.3, 16)
 
 
 def test_confidence_consensus_weighs_each_vote_by_its_confidence() -> None:
