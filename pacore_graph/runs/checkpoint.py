@@ -357,7 +357,7 @@ def _group_commit_saver(base: type) -> type:
     Append-only channels by reference (issue 22): ``rounds`` (a tuple of
     rounds, each a tuple of trajectories) is reset to ``()`` by prepare and
     only ever extended by compaction, yet each change re-encoded every
-    earlier round (at ``high``, round 0's 32 trajectories two more times).
+    earlier round (at ``high``, round 0's 32 trajectories up to two more times).
     For a channel named in ``append_only`` each item is its own row
     (channel ``rounds/<i>``, version: the channel's version when the item was
     first written), encoded once; the channel's row is a :data:`_REFS` list
