@@ -39,6 +39,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pacore_graph.runs.filenames import RUN_CHECKPOINT_SUFFIX
+
 ROOT = Path(__file__).resolve().parent.parent
 SERVER = ROOT / "pacore_graph" / "testing" / "scripted_server.py"
 VARIANTS = ("durable", "none", "base", "ray")
@@ -89,7 +91,9 @@ def run_once(
     if code != 0:
         raise RuntimeError(f"{variant} failed ({code}):\n{err.decode()[-3000:]}")
     lines = sum(1 for _ in out.open(encoding="utf-8"))
-    ckpt = out.with_name(out.name + ".ckpt.sqlite")
+    # The file ``pacore run`` keeps beside its output (the package's own name for it:
+    # a hand-written suffix here once named a file that never exists, so always False).
+    ckpt = out.with_name(out.name + RUN_CHECKPOINT_SUFFIX)
     return {
         "variant": variant,
         "wall_s": wall,
