@@ -2,14 +2,22 @@
 
 The exposition is parsed back with prometheus_client's own parser, so a test
 reads the numbers a scraper would read. The HTTP side (``GET /metrics`` over
-real requests, the queue's gauges under load) is tests/serve/test_queue.py's.
+real requests, the queue's gauges under load) is tests/serve/test_queue.py's,
+except the check that docs/serve.md's table and a real ``/metrics`` name the
+same metrics.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
+from pathlib import Path
+from typing import Any
 
+import httpx
+import openai
 from prometheus_client.parser import text_string_to_metric_families
+from serve_support import running_serve, serve_settings
 
 from pacore_graph.errors import (
     ERROR_KINDS,
@@ -21,6 +29,11 @@ from pacore_graph.errors import (
 from pacore_graph.graph.records import PaCoReResult, Trajectory
 from pacore_graph.serve.metrics import OUTCOMES, ReplicaCounts, ServeMetrics, error_kind
 from pacore_graph.serve.queue import RunQueue
+from pacore_graph.settings.config import RetryPolicy
+from pacore_graph.testing import ScriptedServer
+
+SERVE_DOC = Path(__file__).resolve().parents[2] / "docs" / "serve.md"
+_TABLE_HEADER = "| metric | type | labels | what |"
 
 
 def samples(metrics: ServeMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -133,3 +146,79 @@ def test_error_kind_of_a_subclass_name_is_its_default_kind() -> None:
     assert error_kind(f"{UpstreamTimeoutError.__name__}: read timed out") == "timeout"
     assert error_kind("  HTTP 429 from http://u") == "status"
     assert error_kind("") == "other"
+
+
+def documented_metrics() -> dict[str, tuple[str, dict[str, set[str]]]]:
+    """docs/serve.md's ``/metrics`` table: name -> (type, {label: values it lists}).
+
+    A labels cell names a label and its values (the backticked words after a
+    colon: outcome, then ok, failed, ...), or label names alone; words in
+    parentheses are remarks (upstream's "index in --upstream order", status's
+    "HTTP status, or error"), never labels.
+    """
+    lines = SERVE_DOC.read_text(encoding="utf-8").splitlines()
+    start = lines.index(_TABLE_HEADER) + 2  # the header, then the |---| row
+    out: dict[str, tuple[str, dict[str, set[str]]]] = {}
+    for line in lines[start:]:
+        if not line.startswith("|"):
+            break
+        name, kind, labels_cell, _what = (c.strip() for c in line.strip("|").split("|"))
+        labels_cell = re.sub(r"\([^)]*\)", "", labels_cell)
+        head, colon, tail = labels_cell.partition(":")
+        labels: dict[str, set[str]] = {n: set() for n in re.findall(r"`([^`]+)`", head)}
+        if colon:
+            (label,) = labels
+            labels[label] = set(re.findall(r"`([^`]+)`", tail))
+        out[name.strip("`")] = (kind, labels)
+    return out
+
+
+def test_the_documented_metrics_are_the_served_ones() -> None:
+    """Every metric of docs/serve.md's table is in a real ``/metrics``, and every served one
+    is in the table: same name, type, label names and (where the table lists them) values.
+
+    The response comes from a real server after a PaCoRe run and a passed-through
+    request, so every labelled family has samples. prometheus_client adds a
+    ``<name>_created`` gauge (the series' creation time) beside each counter and
+    histogram it keeps itself; those are that metric's companions, not metrics
+    of their own, and are accepted only beside a documented metric.
+    """
+    documented = documented_metrics()
+    assert "pacore_runs_total" in documented  # the table was found and read
+    with ScriptedServer().run_in_thread() as upstream:  # noqa: SIM117
+        with running_serve(serve_settings(upstream, retry=RetryPolicy(max_attempts=1))) as srv:
+            client = openai.OpenAI(base_url=srv.base_url, api_key="x", max_retries=0)
+            ask: list[Any] = [{"role": "user", "content": "What is 2+3?"}]
+            client.chat.completions.create(model="pacore:2", messages=ask)
+            client.chat.completions.create(model="scripted", messages=ask)  # passed through
+            resp = httpx.get(f"http://127.0.0.1:{srv.server.config.port}/metrics")
+    assert resp.status_code == 200
+    families = {f.name: f for f in text_string_to_metric_families(resp.text)}
+
+    def family_name(name: str, kind: str) -> str:
+        # The parser names a counter's family without its _total suffix.
+        return name.removesuffix("_total") if kind == "counter" else name
+
+    expected = {family_name(name, kind): name for name, (kind, _) in documented.items()}
+    companions = {
+        f"{family}_created"
+        for family, name in expected.items()
+        if documented[name][0] in ("counter", "histogram")
+    }
+    served = set(families)
+    assert served - companions == set(expected), (
+        f"served, not in docs/serve.md: {sorted(served - companions - set(expected))}; "
+        f"documented, not served: {sorted(set(expected) - served)}"
+    )
+    assert all(families[n].type == "gauge" for n in served & companions)
+    for family, name in expected.items():
+        kind, labels = documented[name]
+        f = families[family]
+        assert f.type == kind, (name, f.type)
+        samples = [s for s in f.samples if not s.name.endswith("_created")]
+        assert samples, f"{name} has no samples"
+        names = {k for s in samples for k in s.labels if k != "le"}  # le: a histogram's buckets
+        assert names == set(labels), (name, names)
+        for label, values in labels.items():
+            if values:
+                assert {s.labels[label] for s in samples} == values, (name, label)
