@@ -132,6 +132,23 @@ class PaCoReConfig(_Frozen):
     early_stop_consensus: float | None = config_field("early_stop_consensus")
     token_budget: int | None = config_field("token_budget")
 
+    # The methods' own settings (issue 21): read by the graph each applies to, unused otherwise.
+    reference_filter: str | None = config_field("reference_filter")
+    consensus_weight: Literal["count", "confidence"] = config_field("consensus_weight")
+    rsa_final: Literal["majority", "aggregate"] = config_field("rsa_final")
+    deepconf_keep: float | None = config_field("deepconf_keep")
+    deepconf_window: int = config_field("deepconf_window")
+
+    @field_validator("reference_filter")
+    @classmethod
+    def _check_reference_filter(cls, value: str | None) -> str | None:
+        """``confidence:F[,W]`` checked now (nothing is sent with a bad one), kept canonical."""
+        if value is None:
+            return None
+        from pacore_graph.control.confidence import parse_reference_filter
+
+        return parse_reference_filter(value).spec
+
     @field_validator("round_quorum", mode="before")
     @classmethod
     def _check_quorum(cls, value: Any) -> Any:

@@ -105,6 +105,11 @@ class PaCoReSettings(BaseSettings):
     token_ids: bool = False
     shuffle_seed: int | None = None
     reference_order: Literal["public", "compacted"] | None = None
+    reference_filter: str | None = None  # checked by PaCoReConfig (the one parser of its form)
+    consensus_weight: Literal["count", "confidence"] | None = None
+    rsa_final: Literal["majority", "aggregate"] | None = None
+    deepconf_keep: float | None = None
+    deepconf_window: int | None = None
     retries: int | None = None
     call_deadline: float | None = Field(None, gt=0)
     max_rounds: int = Field(DEFAULT_MAX_ROUNDS, ge=1, le=MAX_ROUNDS_CEILING)

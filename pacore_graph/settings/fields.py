@@ -233,6 +233,53 @@ _ROWS = (
         unset="none, no budget",
     ),
     Setting(
+        name="reference_filter",
+        path=("reference_filter",),
+        help="PaCoRe's synthesis rounds read only the most confident share F of the previous "
+        "round (by DeepConf's lowest group confidence over windows of W tokens, 2048 unless "
+        "given as confidence:F,W); asks the server for logprobs",
+        metavar="confidence:F",
+        unset="none, every reference is read",
+    ),
+    Setting(
+        name="consensus_weight",
+        path=("consensus_weight",),
+        help="how --early-stop-consensus counts PaCoRe's votes: count (one each) or confidence "
+        "(each weighs its trajectory's lowest group confidence; asks the server for logprobs)",
+        default="count",
+        choices=("count", "confidence"),
+    ),
+    Setting(
+        name="rsa_final",
+        path=("rsa_final",),
+        help="how rsa:N,K,T answers: majority (a vote over the last population) or aggregate "
+        "(one more aggregation of K candidates, whose answer is the run's)",
+        default="majority",
+        choices=("majority", "aggregate"),
+    ),
+    Setting(
+        name="deepconf_keep",
+        path=("deepconf_keep",),
+        help="DeepConf's kept share F by lowest group confidence: deepconf:N votes with its top "
+        "F of traces; deepconf-online:N stops later traces below the (1 - F) percentile of "
+        "its warm-up",
+        kind=float,
+        gt=0.0,
+        le=1.0,
+        metavar="F",
+        unset="0.1 for deepconf:N (DeepConf-low), 0.9 for deepconf-online:N (DeepConf-high)",
+    ),
+    Setting(
+        name="deepconf_window",
+        path=("deepconf_window",),
+        help="DeepConf's sliding window in tokens (deepconf:N and deepconf-online:N): a trace is "
+        "as confident as its weakest window; one shorter than it is one group, never stopped",
+        kind=int,
+        default=2048,  # control.confidence.DEFAULT_WINDOW (the paper's; a test keeps them equal)
+        ge=1,
+        metavar="N",
+    ),
+    Setting(
         name="max_concurrency",
         path=("max_concurrency",),
         help="model calls in flight at most, shared by all problems",

@@ -35,6 +35,8 @@ __all__ = [
     "EMBEDDED_MAX_TOKENS",
     "ENV_PREFIX",
     "LIMIT_OPTION_NAMES",
+    "METHOD_SETTING_FAMILIES",
+    "METHOD_SETTING_NAMES",
     "MODEL_OPTIONS",
     "SAMPLING_OPTION_NAMES",
     "SHAPE_OPTIONS",
@@ -112,6 +114,7 @@ class Option:
             default=default,
             default_text=shown,
             choices=row.choices,
+            metavar=row.metavar,
         )
 
     @property
@@ -151,6 +154,18 @@ class Option:
 
 
 _PUBLIC = "the public pipeline's"
+
+#: The methods' own settings (PaCoRe's confidence options, RSA's answer, DeepConf's
+#: share and window), each with the method families that read it: only ``run`` and
+#: ``eval`` list them, and a flag none of a command's methods reads is refused there.
+METHOD_SETTING_FAMILIES: dict[str, tuple[str, ...]] = {
+    "reference_filter": ("pacore",),
+    "consensus_weight": ("pacore",),
+    "rsa_final": ("rsa",),
+    "deepconf_keep": ("deepconf", "deepconf-online"),
+    "deepconf_window": ("deepconf", "deepconf-online"),
+}
+METHOD_SETTING_NAMES = tuple(METHOD_SETTING_FAMILIES)
 
 #: The run shape: a preset or explicit round widths (mutually exclusive flags).
 SHAPE_OPTIONS: tuple[Option, ...] = (
@@ -206,6 +221,7 @@ MODEL_OPTIONS: tuple[Option, ...] = (
     ),
     Option.of("shuffle_seed"),
     Option.of("reference_order"),
+    *(Option.of(name) for name in METHOD_SETTING_NAMES),
     Option.of("retries"),
     Option.of("call_deadline", default_text="timeout x retries"),
     Option(
@@ -262,6 +278,7 @@ TEXT_GRAPH_ONLY = frozenset(
         "no_batch",
         "no_progress",
         "session_header",
+        *METHOD_SETTING_NAMES,
     }
 )
 

@@ -84,3 +84,41 @@ def test_config_is_frozen() -> None:
     cfg = PaCoReConfig()
     with pytest.raises(ValidationError):
         cfg.rounds = (1,)  # type: ignore[misc]
+
+
+def test_the_methods_settings_are_off_or_the_papers_by_default() -> None:
+    cfg = PaCoReConfig()
+    assert (cfg.reference_filter, cfg.consensus_weight) == (None, "count")
+    assert (cfg.rsa_final, cfg.deepconf_keep, cfg.deepconf_window) == ("majority", None, 2048)
+
+
+def test_a_reference_filter_is_checked_when_the_config_is_built_and_kept_canonical() -> None:
+    assert PaCoReConfig(reference_filter="confidence:.50").reference_filter == "confidence:0.5"
+    assert PaCoReConfig(reference_filter="confidence:0.5,64").reference_filter == (
+        "confidence:0.5,64"
+    )
+    for bad, needle in (
+        ("confidence:0", "(0, 1]"),
+        ("confidence:x", "not a number"),
+        ("foo:1", "confidence:F"),
+    ):
+        with pytest.raises(ValidationError) as info:
+            PaCoReConfig(reference_filter=bad)
+        assert info.value.errors()[0]["loc"] == ("reference_filter",)
+        assert needle in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("consensus_weight", "loudest"),
+        ("rsa_final", "best"),
+        ("deepconf_keep", 0.0),
+        ("deepconf_keep", 1.5),
+        ("deepconf_window", 0),
+    ],
+)
+def test_bad_method_settings_are_refused_by_their_field(field: str, value: object) -> None:
+    with pytest.raises(ValidationError) as info:
+        PaCoReConfig(**{field: value})  # type: ignore[arg-type]
+    assert info.value.errors()[0]["loc"] == (field,)

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 import pacore_graph
 from pacore_graph.cli import build_parser, main
+from pacore_graph.settings.config import PaCoReConfig
 from pacore_graph.settings.env_settings import PaCoReSettings, format_settings_error, load_settings
 from pacore_graph.settings.options import MODEL_OPTIONS, SHAPE_OPTIONS
 from pacore_graph.testing import ScriptedServer
@@ -29,8 +30,6 @@ def test_the_option_table_and_the_settings_model_have_the_same_fields() -> None:
 
 
 def test_the_defaults_the_help_states_are_the_configs() -> None:
-    from pacore_graph.settings.config import PaCoReConfig
-
     config = PaCoReConfig()
     states = {o.name: o.help_text() for o in MODEL_OPTIONS}
     assert f"default: {config.sampling.temperature}" in states["temperature"]
@@ -120,6 +119,26 @@ def test_embedded_defaults_apply_only_where_nothing_was_given() -> None:
     given = load_settings({}, env={"PACORE_MAX_TOKENS": "9"}).to_config(embedded=True)
     assert given.sampling.max_tokens == 9
     assert load_settings({}, env={}).to_config().sampling.max_tokens is None
+
+
+def test_the_methods_settings_are_read_from_their_variables_into_the_config() -> None:
+    env = {
+        "PACORE_REFERENCE_FILTER": "confidence:0.50",
+        "PACORE_CONSENSUS_WEIGHT": "confidence",
+        "PACORE_RSA_FINAL": "aggregate",
+        "PACORE_DEEPCONF_KEEP": "0.25",
+        "PACORE_DEEPCONF_WINDOW": "64",
+    }
+    config = load_settings({}, env=env).to_config()
+    assert config.reference_filter == "confidence:0.5"
+    assert (config.consensus_weight, config.rsa_final) == ("confidence", "aggregate")
+    assert (config.deepconf_keep, config.deepconf_window) == (0.25, 64)
+    flagged = load_settings({"rsa_final": "majority", "deepconf_window": 8}, env=env).to_config()
+    assert (flagged.rsa_final, flagged.deepconf_window) == ("majority", 8)
+    assert load_settings({}, env={}).to_config() == PaCoReConfig()
+    with pytest.raises(ValidationError) as info:
+        load_settings({}, env={"PACORE_RSA_FINAL": "best"})
+    assert "PACORE_RSA_FINAL" in format_settings_error(info.value)
 
 
 def test_load_settings_reads_os_environ_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -252,4 +271,16 @@ def test_swe_lists_no_text_graph_only_flags() -> None:
     text = _command("swe").format_help()
     for flag in ("--compactor", "--no-batch", "--client", "--logprobs", "--no-progress"):
         assert flag not in text
+    for flag in ("--reference-filter", "--rsa-final", "--deepconf-keep", "--deepconf-window"):
+        assert flag not in text
     assert "--preset" in text and "--max-tokens" in text
+
+
+def test_run_and_eval_list_the_methods_settings_with_variable_and_default() -> None:
+    for command in ("run", "eval"):
+        flat = " ".join(_command(command).format_help().split())
+        assert "--reference-filter confidence:F" in flat and "PACORE_REFERENCE_FILTER" in flat
+        assert "--consensus-weight {count,confidence}" in flat
+        assert "--rsa-final {majority,aggregate}" in flat and "default: majority" in flat
+        assert "--deepconf-keep F" in flat and "--deepconf-window N" in flat
+        assert "PACORE_DEEPCONF_WINDOW; default: 2048" in flat

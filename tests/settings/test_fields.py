@@ -42,6 +42,8 @@ def _valid_value(row: Setting) -> Any:
         return (3, 2)
     if row.name == "round_quorum":
         return 0.5
+    if row.name == "reference_filter":
+        return "confidence:0.5"
     if row.choices:
         return next(c for c in row.choices if c != row.default)
     if row.kind is bool:
@@ -126,3 +128,9 @@ def test_a_serve_request_is_validated_by_the_config_and_named_by_its_field() -> 
             parse_request({**body, field: bad})
         assert caught.value.param == field
         assert f"'{field}'" in str(caught.value)
+
+
+def test_the_deepconf_window_default_is_deepconfs() -> None:
+    from pacore_graph.control.confidence import DEFAULT_WINDOW
+
+    assert SETTINGS["deepconf_window"].default == DEFAULT_WINDOW == PaCoReConfig().deepconf_window
