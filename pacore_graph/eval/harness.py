@@ -132,14 +132,18 @@ def _error_line(
 
 
 def _judge_meta(lines: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The judge's tokens over the graded runs, reported apart from every method's TTC."""
+    """The judge's tokens and verdicts over the graded runs, apart from every method's TTC.
+
+    Numbers, so a script sums or compares them; ``report.md`` words them
+    (:func:`~pacore_graph.eval.report.report_markdown`).
+    """
     infos = [line.get("grade_info") for line in lines]
     tokens = [
         int(i["judge_tokens"]) for i in infos if isinstance(i, Mapping) and "judge_tokens" in i
     ]
     if not tokens:
         return {}
-    return {"judge_tokens": f"{sum(tokens)} over {len(tokens)} verdicts (not in effective TTC)"}
+    return {"judge_tokens": sum(tokens), "judge_verdicts": len(tokens)}
 
 
 async def run_eval(

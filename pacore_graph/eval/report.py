@@ -285,7 +285,9 @@ def report_markdown(stats: Mapping[str, MethodStats], *, meta: Mapping[str, Any]
     """``report.md``: a title, ``meta`` as a list, one table row per method.
 
     The dataset is named by :func:`dataset_label` (``report.json`` keeps the
-    path as given): the Markdown is what gets pasted and committed.
+    path as given): the Markdown is what gets pasted and committed. The
+    judge's ``judge_tokens`` and ``judge_verdicts`` (numbers in ``report.json``)
+    are one sentence here, saying they are not in any method's TTC.
 
     Accuracy is a percentage with one decimal and its 95% interval; failures
     count whole runs that errored, with the failed trajectories (of all runs)
@@ -296,6 +298,11 @@ def report_markdown(stats: Mapping[str, MethodStats], *, meta: Mapping[str, Any]
     """
     out = ["# Evaluation report", ""]
     shown = {**meta, **({"dataset": dataset_label(meta["dataset"])} if meta.get("dataset") else {})}
+    if "judge_tokens" in shown and "judge_verdicts" in shown:
+        verdicts = shown.pop("judge_verdicts")
+        shown["judge_tokens"] = (
+            f"{shown['judge_tokens']} over {verdicts} verdicts (not in effective TTC)"
+        )
     out += [f"- **{_cell(str(k))}**: {_cell(_meta_value(v))}" for k, v in shown.items()]
     if meta:
         out.append("")

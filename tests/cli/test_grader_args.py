@@ -24,8 +24,10 @@ TESTS = CodeTests(tests=(CodeTest("2 3\n", "5\n", "stdin"), CodeTest("4 4\n", "8
 
 def reply(request: ScriptedRequest) -> ScriptedReply:
     text = request.last_user
-    if text.startswith("Judge whether"):  # the judge, by the response it reads
-        verdict = "yes" if "Paris" in text.split("[response]:")[1] else "no"
+    if text.startswith("Judge whether"):  # the judge: does the response hold the answer?
+        response = text.split("[response]:")[1].split("Your judgement")[0]
+        correct = text.split("[correct_answer]:")[1].split("reasoning:")[0].strip()
+        verdict = "yes" if correct in response else "no"
         return ScriptedReply(content=f"extracted_final_answer: x\ncorrect: {verdict}")
     if "add two numbers" in text:
         return ScriptedReply(content="```python\nprint(sum(map(int, input().split())))\n```")
@@ -120,4 +122,72 @@ def test_judged_records_go_to_the_judge_and_its_cache(
     assert line["grade_info"]["judge_tokens"] > 0
     assert len((out / "judge-cache.jsonl").read_text().splitlines()) == 1
     report = json.loads((out / "report.json").read_text())
-    assert report["judge_tokens"].endswith("over 1 verdicts (not in effective TTC)")
+    assert report["judge_tokens"] == line["grade_info"]["judge_tokens"]  # a number
+    assert report["judge_verdicts"] == 1
+    tokens = line["grade_info"]["judge_tokens"]
+    report_md = (out / "report.md").read_text()
+    assert f"{tokens} over 1 verdicts (not in effective TTC)" in report_md
+
+
+def _by_problem(out: Path) -> dict[str, dict[str, Any]]:
+    lines = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    return {line["problem_id"]: line for line in lines}
+
+
+def test_grader_code_runs_the_tests_of_records_with_no_category(
+    server: ScriptedServer, tmp_path: Path, capsys: Any
+) -> None:
+    product = CodeTests(tests=(CodeTest("2 3\n", "6\n", "stdin"),))
+    records = [
+        {
+            "id": problem_id,
+            "messages": [{"role": "user", "content": "Write a program to add two numbers."}],
+            "ground_truth": {CODE_TESTS_KEY: tests.to_json()},
+        }
+        for problem_id, tests in (("add", TESTS), ("mul", product))
+    ]
+    data = write(tmp_path / "plain.jsonl", records)
+    out = tmp_path / "out"
+    argv = ["eval", "--dataset", str(data), "--out", str(out), "--methods", "single"]
+    code = main([*argv, "--grader", "code", "--grader-workers", "1", *base(server)])
+    assert code == EXIT_OK, capsys.readouterr().err
+    lines = _by_problem(out)
+    assert {line["category"] for line in lines.values()} == {None}
+    assert (lines["add"]["score"], lines["add"]["grade_info"]) == (
+        1.0,
+        {"tests": 2, "ran": 2, "passed": 2},
+    )
+    assert lines["mul"]["score"] == 0.0  # the same program, run against a product test
+    assert lines["mul"]["grade_info"]["first_failure"]["kind"] == "wrong_answer"
+    report = json.loads((out / "report.json").read_text())
+    assert report["grader"] == "code" and report["methods"]["single"]["accuracy"] == 0.5
+
+
+def test_grader_judge_judges_records_with_no_category(
+    server: ScriptedServer, tmp_path: Path, capsys: Any
+) -> None:
+    records = [
+        {
+            "id": problem_id,
+            "messages": [{"role": "user", "content": f"What is the capital of {land}?"}],
+            "ground_truth": {"answer": capital},
+        }
+        for problem_id, land, capital in (("fr", "France", "Paris"), ("it", "Italy", "Rome"))
+    ]
+    data = write(tmp_path / "plain.jsonl", records)
+    out = tmp_path / "out"
+    judge = ["--judge-base-url", server.base_url, "--judge-model", "judge"]
+    argv = ["eval", "--dataset", str(data), "--out", str(out), "--methods", "single"]
+    assert main([*argv, "--grader", "judge", *judge, *base(server)]) == EXIT_OK, (
+        capsys.readouterr().err
+    )
+    lines = _by_problem(out)
+    assert {line["category"] for line in lines.values()} == {None}
+    assert (lines["fr"]["score"], lines["it"]["score"]) == (1.0, 0.0)  # both said Paris
+    assert [lines[p]["grade_info"]["judge_verdict"] for p in ("fr", "it")] == ["yes", "no"]
+    assert {line["grade_info"]["judge_rubric"] for line in lines.values()} == {"hle"}
+    assert len((out / "judge-cache.jsonl").read_text().splitlines()) == 2
+    report = json.loads((out / "report.json").read_text())
+    assert (report["grader"], report["judge_verdicts"]) == ("judge", 2)
+    tokens = sum(line["grade_info"]["judge_tokens"] for line in lines.values())
+    assert report["judge_tokens"] == tokens

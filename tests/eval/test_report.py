@@ -242,3 +242,14 @@ def test_report_markdown_names_the_dataset_without_a_temporary_path(
     assert "/tmp/" not in md
     # report.json is for programs: it keeps the path as it was given.
     assert report_json(stats, meta=meta)["dataset"] == "/tmp/realeval/easy100.jsonl"
+
+
+def test_judge_tokens_are_numbers_in_json_and_a_sentence_in_markdown(
+    stats: dict[str, MethodStats],
+) -> None:
+    meta = {**META, "judge_tokens": 1234, "judge_verdicts": 5}
+    data = report_json(stats, meta=meta)
+    assert (data["judge_tokens"], data["judge_verdicts"]) == (1234, 5)
+    lines = report_markdown(stats, meta=meta).splitlines()
+    assert "- **judge_tokens**: 1234 over 5 verdicts (not in effective TTC)" in lines
+    assert not [line for line in lines if "judge_verdicts" in line]
