@@ -7,7 +7,10 @@ aiohttp (already a core dependency) serves ``/v1/models``,
 template, tokenized and handed to the engine; the engine's events come back
 through ``call_soon_threadsafe`` into a queue per request. A client that
 disconnects cancels its request (aiohttp cancels the handler), which frees
-its sequences at the engine's next step.
+its sequences at the engine's next step. Token log-probabilities, when
+asked, come from the engine as ids and numbers and are written here in
+OpenAI's ``logprobs.content`` format (:mod:`pacore_graph.embedded.token_logprobs`),
+whole in the JSON answer and per delta in the stream.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from pacore_graph.embedded.engine import (
     SamplingSpec,
 )
 from pacore_graph.embedded.protocol import ChatRequest, RequestError, parse_request
+from pacore_graph.embedded.token_logprobs import TokenPieces, content_entries
 
 __all__ = ["EmbeddedApp", "build_app"]
 
@@ -50,6 +54,7 @@ def _server_error(message: str) -> dict[str, Any]:
 class _Choice:
     text: list[str] = field(default_factory=list)
     token_ids: list[int] = field(default_factory=list)
+    logprobs: list[dict[str, Any]] = field(default_factory=list)
     tokens: int = 0
     finish: str | None = None
 
@@ -61,6 +66,7 @@ class EmbeddedApp:
     engine: BatchEngine
     template: ChatTemplate
     model_name: str
+    pieces: TokenPieces
 
     def routes(self) -> list[web.RouteDef]:
         return [
@@ -138,6 +144,7 @@ class EmbeddedApp:
             stop=request.stop_strings(),
             frequency_penalty=request.frequency_penalty,
             presence_penalty=request.presence_penalty,
+            top_logprobs=request.logprob_alternatives(),
         )
 
     # -- engine output to HTTP ------------------------------------------------
@@ -169,6 +176,8 @@ class EmbeddedApp:
                 choice = choices[event.index]
                 choice.text.append(event.text)
                 choice.token_ids.extend(event.token_ids)
+                if event.logprobs is not None:
+                    choice.logprobs.extend(content_entries(event.logprobs, self.pieces))
                 choice.tokens = event.completion_tokens
                 choice.finish = event.finish_reason
         out = []
@@ -177,7 +186,7 @@ class EmbeddedApp:
                 "index": index,
                 "message": {"role": "assistant", "content": "".join(choice.text)},
                 "finish_reason": choice.finish,
-                "logprobs": None,
+                "logprobs": {"content": choice.logprobs} if request.logprobs else None,
             }
             if request.return_token_ids:
                 entry["token_ids"] = choice.token_ids
@@ -226,6 +235,8 @@ class EmbeddedApp:
                     "delta": {"content": event.text},
                     "finish_reason": event.finish_reason,
                 }
+                if event.logprobs is not None:
+                    choice["logprobs"] = {"content": content_entries(event.logprobs, self.pieces)}
                 if request.return_token_ids:
                     choice["token_ids"] = list(event.token_ids)
                 chunk = {**head, "choices": [choice]}
@@ -249,5 +260,5 @@ def build_app(engine: BatchEngine, model_name: str) -> web.Application:
         eos_token=engine.token_text(engine.vocab.token_eos()),
     )
     app = web.Application(client_max_size=16 * 1024 * 1024)
-    app.add_routes(EmbeddedApp(engine, template, model_name).routes())
+    app.add_routes(EmbeddedApp(engine, template, model_name, TokenPieces(engine.vocab)).routes())
     return app

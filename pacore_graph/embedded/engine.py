@@ -20,7 +20,11 @@ module is the scheduler in its simplest form:
 - one engine thread owns the llama.cpp context; callers talk to it through a
   lock-protected queue and receive events through a callback, so the HTTP
   event loop never runs model code (llama.cpp releases the GIL while it
-  decodes).
+  decodes);
+- a request that asks for log-probabilities (``SamplingSpec.top_logprobs``)
+  has each row of logits it samples from read and log-softmaxed *before*
+  its samplers run (:mod:`pacore_graph.embedded.token_logprobs`); the others
+  never touch the logits from Python, so they pay nothing for it.
 
 The engine is the ``cyllama`` package (manylinux wheels of llama.cpp); see
 ``docs/embedded.md`` for why.
@@ -36,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from pacore_graph.embedded.token_logprobs import LogitRow, TokenLogprob
 from pacore_graph.errors import PaCoReError
 from pacore_graph.graph.seeds import sample_seed
 
@@ -69,17 +74,25 @@ class SamplingSpec:
     stop: tuple[str, ...] = ()
     frequency_penalty: float = 0.0
     presence_penalty: float = 0.0
+    #: ``None``: no log-probabilities (the default, free). ``k`` (0-20): every
+    #: sampled token's log-probability and its ``k`` most likely alternatives.
+    top_logprobs: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class ChoiceEvent:
-    """New text of one choice: ``finish_reason`` is set on its last event."""
+    """New text of one choice: ``finish_reason`` is set on its last event.
+
+    ``logprobs`` has one entry per id of ``token_ids`` when the request asked
+    for them (``SamplingSpec.top_logprobs``), else ``None``.
+    """
 
     index: int
     text: str
     token_ids: tuple[int, ...]
     completion_tokens: int
     finish_reason: str | None = None
+    logprobs: tuple[TokenLogprob, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +143,8 @@ class _Sequence:
     pending: list[int] = field(default_factory=list)
     new_ids: list[int] = field(default_factory=list)
     finish: str | None = None
+    top_logprobs: int | None = None
+    new_logprobs: list[TokenLogprob] = field(default_factory=list)
 
 
 @dataclass(eq=False, slots=True)
@@ -168,6 +183,24 @@ def _load_llama() -> Any:
     return llama_cpp
 
 
+def _load_model(llama: Any, path: Path, params: Any) -> Any:
+    """The model, as an object ``LlamaContext.get_logits_ith`` can read.
+
+    cyllama 0.2.18's ``get_logits_ith`` (and ``get_logits``) read
+    ``self.model.n_vocab``, which its ``LlamaModel`` does not have (an
+    ``AttributeError`` on every call; 0.4.0 asks the vocabulary instead). A
+    Python subclass carrying the attribute makes them work; nothing else
+    of the model changes.
+    """
+
+    class _Model(llama.LlamaModel):
+        n_vocab: int
+
+    model = _Model(str(path), params)
+    model.n_vocab = int(model.get_vocab().n_vocab)
+    return model
+
+
 class BatchEngine:
     """One llama.cpp model and context, decoding all running sequences together.
 
@@ -204,7 +237,7 @@ class BatchEngine:
         llama.ggml_backend_load_all()
         model_params = llama.LlamaModelParams()
         model_params.n_gpu_layers = 0
-        self._model = llama.LlamaModel(str(model_path), model_params)
+        self._model = _load_model(llama, model_path, model_params)
         self.vocab = self._model.get_vocab()
         self._n_batch = n_ctx + max_sequences
         ctx_params = llama.LlamaContextParams()
@@ -395,6 +428,7 @@ class BatchEngine:
             max_new=spec.max_new_tokens,
             stop=spec.stop,
             pos=len(request.prompt),
+            top_logprobs=spec.top_logprobs,
         )
 
     def _step(self, admitted: list[_Request]) -> None:
@@ -440,12 +474,20 @@ class BatchEngine:
             if request.cancelled:
                 continue
             events: list[ChoiceEvent] = []
+            rows: dict[int, LogitRow] = {}  # the request's sequences share their prompt's row
             for seq in request.sequences:
                 if seq.finish is not None or seq.logits_at < 0:
                     continue
+                row = None
+                if seq.top_logprobs is not None:
+                    # Read before the sampler runs: the row is the model's, not the sampler's.
+                    row = rows.get(seq.logits_at)
+                    if row is None:
+                        logits = self._ctx.get_logits_ith(seq.logits_at)
+                        row = rows[seq.logits_at] = LogitRow(logits, seq.top_logprobs)
                 token = int(seq.sampler.sample(self._ctx, seq.logits_at))
                 seq.logits_at = -1
-                event = self._advance(seq, token)
+                event = self._advance(seq, token, None if row is None else row.entry(token))
                 if event is not None:
                     events.append(event)
             if events:
@@ -459,12 +501,20 @@ class BatchEngine:
                         self._retire(request)  # before the last event: stats are settled
                 request.sink(events)
 
-    def _advance(self, seq: _Sequence, token: int) -> ChoiceEvent | None:
-        """Take the sampled token into the sequence; the event to send, if any."""
+    def _advance(
+        self, seq: _Sequence, token: int, logprob: TokenLogprob | None = None
+    ) -> ChoiceEvent | None:
+        """Take the sampled token into the sequence; the event to send, if any.
+
+        An end-of-generation token is not part of the completion (no id, no
+        count, no log-probability), as it is not in the text.
+        """
         if self.vocab.is_eog(token):
             return self._finish(seq, "stop", flush=True)
         seq.generated += 1
         seq.new_ids.append(token)
+        if logprob is not None:
+            seq.new_logprobs.append(logprob)
         seq.pending.append(token)
         piece = self._text_of(seq.pending)
         if not piece.endswith("\ufffd") or len(seq.pending) >= _MAX_PENDING_TOKENS:
@@ -508,7 +558,10 @@ class BatchEngine:
         text = seq.text[seq.emitted : upto]
         seq.emitted = max(seq.emitted, upto)
         ids, seq.new_ids = tuple(seq.new_ids), []
-        return ChoiceEvent(seq.index, text, ids, seq.generated, reason)
+        logprobs = None
+        if seq.top_logprobs is not None:
+            logprobs, seq.new_logprobs = tuple(seq.new_logprobs), []
+        return ChoiceEvent(seq.index, text, ids, seq.generated, reason, logprobs)
 
     @staticmethod
     def _stop_at(seq: _Sequence) -> int | None:

@@ -4,7 +4,8 @@ A field the server does not implement is refused with a 400 naming it, as
 OpenAI answers an unknown argument, rather than silently ignored: a client
 that asks for ``logit_bias`` or tools and gets plain samples back would be
 misled. The fields accepted are the ones PaCoRe and ordinary OpenAI clients
-send (the ``openai`` SDK, ``ChatOpenAI``, ``pacore serve --upstream``).
+send (the ``openai`` SDK, ``ChatOpenAI``, ``pacore serve --upstream``), and
+``logprobs``/``top_logprobs`` as OpenAI bounds them (DeepConf reads them).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from pacore_graph.embedded.token_logprobs import MAX_TOP_LOGPROBS
 from pacore_graph.errors import PaCoReError
 
 __all__ = [
@@ -102,7 +104,8 @@ class ChatRequest(_Strict):
     stream_options: StreamOptions | None = None
     frequency_penalty: float = Field(0.0, ge=-2.0, le=2.0)
     presence_penalty: float = Field(0.0, ge=-2.0, le=2.0)
-    logprobs: Literal[False] | None = None
+    logprobs: bool | None = None
+    top_logprobs: int | None = Field(None, ge=0, le=MAX_TOP_LOGPROBS)
     return_token_ids: bool = False
     user: str | None = None
 
@@ -126,6 +129,10 @@ class ChatRequest(_Strict):
         """``max_completion_tokens`` (OpenAI's newer name) or ``max_tokens``."""
         return self.max_completion_tokens or self.max_tokens
 
+    def logprob_alternatives(self) -> int | None:
+        """``None`` without ``logprobs: true``; else ``top_logprobs`` (0 when unset)."""
+        return (self.top_logprobs or 0) if self.logprobs else None
+
 
 def parse_request(body: object, *, max_n: int) -> ChatRequest:
     """The validated request, or :class:`RequestError` with the first problem in one line."""
@@ -142,11 +149,10 @@ def parse_request(body: object, *, max_n: int) -> ChatRequest:
                 param=where,
                 code="unsupported_parameter",
             ) from None
-        if where == "logprobs":
-            raise RequestError(
-                "logprobs are not supported by the embedded server", param=where
-            ) from None
         raise RequestError(f"invalid {where or 'request'}: {first['msg']}", param=where) from None
+    if request.top_logprobs is not None and not request.logprobs:
+        # OpenAI refuses it too: alternatives are only returned with logprobs.
+        raise RequestError("top_logprobs requires logprobs to be true", param="top_logprobs")
     if request.n > max_n:
         raise RequestError(
             f"n must be at most {max_n} on this server (its sequence slots), got {request.n}",

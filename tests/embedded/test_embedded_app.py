@@ -243,7 +243,7 @@ def test_stop_string_ends_the_choice_before_it(server: EmbeddedServer) -> None:
     [
         ({"n": 9}, "n", "n must be at most 8"),
         ({"logit_bias": {"1": 5}}, "logit_bias", "Unrecognized request argument"),
-        ({"logprobs": True}, "logprobs", "not supported"),
+        ({"top_logprobs": 2}, "top_logprobs", "requires logprobs to be true"),
         ({"temperature": 3}, "temperature", "temperature"),
         ({"stop": ["a", "b", "c", "d", "e"]}, "stop", "at most 4"),
         ({"messages": [{"role": "robot", "content": "hi"}]}, "messages.0.role", "role"),

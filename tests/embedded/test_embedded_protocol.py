@@ -25,6 +25,24 @@ def test_a_plain_request_is_accepted_with_openai_defaults() -> None:
     assert newer.stop_strings() == ("x",)
 
 
+@pytest.mark.parametrize(
+    ("extra", "alternatives"),
+    [
+        ({}, None),
+        ({"logprobs": False}, None),
+        ({"logprobs": None}, None),
+        ({"logprobs": True}, 0),
+        ({"logprobs": True, "top_logprobs": 0}, 0),
+        ({"logprobs": True, "top_logprobs": 20}, 20),
+    ],
+)
+def test_logprobs_and_top_logprobs_are_accepted_in_openai_s_range(
+    extra: dict[str, Any], alternatives: int | None
+) -> None:
+    """``None`` leaves the engine's default path alone; ``k`` asks for k alternatives."""
+    assert parse_request({**_OK, **extra}, max_n=8).logprob_alternatives() == alternatives
+
+
 def test_text_parts_are_joined_and_developer_is_a_system_message() -> None:
     request = parse_request(
         {
@@ -50,7 +68,11 @@ def test_text_parts_are_joined_and_developer_is_a_system_message() -> None:
         ({"n": 9}, "n", "at most 8"),
         ({"n": 0}, "n", "greater than or equal to 1"),
         ({"tools": []}, "tools", "Unrecognized request argument supplied: tools"),
-        ({"logprobs": True}, "logprobs", "not supported"),
+        ({"logprobs": True, "top_logprobs": 21}, "top_logprobs", "less than or equal to 20"),
+        ({"logprobs": True, "top_logprobs": -1}, "top_logprobs", "greater than or equal to 0"),
+        ({"top_logprobs": 5}, "top_logprobs", "requires logprobs to be true"),
+        ({"logprobs": False, "top_logprobs": 0}, "top_logprobs", "requires logprobs"),
+        ({"logprobs": "maybe"}, "logprobs", "valid boolean"),
         ({"top_p": 0}, "top_p", "greater than 0"),
         ({"stop": [""]}, "stop", "must not be empty"),
         ({"stream_options": {"foo": True}}, "stream_options.foo", "Unrecognized"),
