@@ -5,8 +5,8 @@ written from a random subset of K candidates of the previous population
 (PaCoRe shows every message to every trajectory). After T populations the
 answer is a majority vote over the last population's extracted answers
 (ties as in ``majority:K``: the lowest explorer index), or, with
-``final="aggregate"``, one more aggregation of K random candidates whose
-single answer is streamed.
+``final="aggregate"`` (the config's ``rsa_final``, ``--rsa-final``), one
+more aggregation of K random candidates whose single answer is streamed.
 
 Where the paper leaves details open this follows its public code,
 HyperPotatoNeo/RSA at commit ``537ec6065f21a5d128a164d14c0de6f4ed79de1f``,
@@ -21,8 +21,11 @@ file ``eval_loop.py``:
   4 read by each, 10 populations);
 - a subset is ``random.sample(population, K)``: K distinct candidates, in the
   order drawn, one draw per new candidate in candidate order; the public
-  code seeds one global RNG per process, here a ``random.Random`` per run
-  and step (seed, step), so a run is reproducible and resumes the same;
+  code seeds one global RNG per process, so each problem gets its own draws;
+  here a ``random.Random`` per (seed, problem, step), the problem named by
+  its id or else a digest of its conversation (:func:`problem_key`), so
+  problems of one run draw differently while a run is reproducible and
+  resumes the same;
 - the aggregation prompt replaces the user's message (the public code sends
   it as the only user turn); earlier messages (a system prompt) are kept;
 - a candidate's text is its compacted message (``conclusion`` by default:
@@ -40,6 +43,8 @@ their indices, so the message graph and the traces show the subsets.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -72,6 +77,7 @@ __all__ = [
     "RSATask",
     "build_rsa_graph",
     "draw_subsets",
+    "problem_key",
     "rsa_prompt",
 ]
 
@@ -139,15 +145,35 @@ def rsa_prompt(question: str, candidate_answers: Sequence[str], task: RSATask = 
     return "\n".join(parts)
 
 
+def problem_key(problem_id: str | None, conversation: Sequence[Mapping[str, Any]]) -> str:
+    """What makes a problem's subsets its own: its id, else a digest of its conversation.
+
+    Both are in the run's checkpointed input, so a resumed run finds the
+    same key; the digest covers runs without an id (``pacore run "Q"``).
+    """
+    if problem_id:
+        return f"id:{problem_id}"
+    text = json.dumps(
+        [dict(m) for m in conversation], sort_keys=True, ensure_ascii=False, default=str
+    )
+    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
 def draw_subsets(
-    population: Sequence[int], width: int, k: int, seed: int | str, step: int
+    population: Sequence[int],
+    width: int,
+    k: int,
+    seed: int | str,
+    step: int,
+    problem: str = "",
 ) -> tuple[tuple[int, ...], ...]:
     """The subsets of step ``step``: ``width`` draws of ``min(k, len(population))`` indices.
 
-    One ``random.Random`` per (seed, step): the same run draws the same
-    subsets, on a resume too.
+    One ``random.Random`` per (seed, problem, step): the same problem of the
+    same run draws the same subsets, on a resume too, and two problems of
+    one run draw their own (``problem`` is :func:`problem_key`'s).
     """
-    rng = random.Random(f"rsa\x1f{seed}\x1f{step}")
+    rng = random.Random(f"rsa\x1f{seed}\x1f{problem}\x1f{step}")
     size = min(k, len(population))
     pool = list(population)
     return tuple(tuple(rng.sample(pool, size)) for _ in range(width))
@@ -187,7 +213,8 @@ class RSANodes(PaCoReNodes):
         progress_writer()(round_started(r, width))
         previous = state["rounds"][-1]
         readable = sorted((t for t in previous if not t.failed), key=lambda t: t.index)
-        subsets = draw_subsets([t.index for t in readable], width, self.k, self.seed, r)
+        problem = problem_key(state.get("problem_id"), state["conversation"])
+        subsets = draw_subsets([t.index for t in readable], width, self.k, self.seed, r, problem)
         by_index = {t.index: t for t in readable}
         read = sorted({i for subset in subsets for i in subset})
         self.tracer.start_round(
@@ -247,7 +274,7 @@ def build_rsa_graph(
     t: int,
     *,
     config: PaCoReConfig | None = None,
-    final: RSAFinal = "majority",
+    final: RSAFinal | None = None,
     task: RSATask = "math",
     seed: int | str | None = None,
     compactor: Compactor | str = "conclusion",
@@ -261,9 +288,12 @@ def build_rsa_graph(
     """RSA with population ``n``, subsets of ``k`` and ``t`` populations (``rsa:N,K,T``).
 
     ``seed`` seeds the subsets (default: the config's ``shuffle_seed``, else
-    0); ``config`` gives sampling, retries and concurrency (its ``rounds`` are
-    replaced by ``[n] * t``).
+    0); ``final`` is how it answers (default: the config's ``rsa_final``,
+    ``majority``); ``config`` gives sampling, retries and concurrency (its
+    ``rounds`` are replaced by ``[n] * t``).
     """
+    base = config or PaCoReConfig()
+    final = base.rsa_final if final is None else final
     for label, value, low in (("N", n, 1), ("K", k, 1), ("T", t, 1)):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ValueError(f"rsa:N,K,T needs whole numbers >= 1; got {label}={value!r}")
@@ -275,7 +305,7 @@ def build_rsa_graph(
         raise ValueError(f"rsa final must be 'majority' or 'aggregate'; got {final!r}")
     if task not in RSA_TASKS:
         raise ValueError(f"rsa task must be one of {', '.join(RSA_TASKS)}; got {task!r}")
-    cfg = (config or PaCoReConfig()).with_settings({"rounds": [n] * t})  # validated widths
+    cfg = base.with_settings({"rounds": [n] * t})  # validated widths
     parts = method_parts(
         client,
         cfg,

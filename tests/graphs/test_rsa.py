@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from pacore_graph.graph.builder import ainvoke_pacore
 from pacore_graph.graph.seeds import explorer_seed
-from pacore_graph.graphs.rsa import build_rsa_graph, draw_subsets, rsa_prompt
+from pacore_graph.graphs.rsa import build_rsa_graph, draw_subsets, problem_key, rsa_prompt
 from pacore_graph.llm.client import OpenAICompatClient
 from pacore_graph.otel.spans import TraceOptions
 from pacore_graph.settings.config import PaCoReConfig, SamplingParams
@@ -98,15 +98,25 @@ def test_the_prompt_is_the_public_codes_byte_for_byte(task: Any, candidates: lis
     assert rsa_prompt(question, candidates, task) == aggregate_prompt(question, candidates, task)
 
 
-def test_subsets_are_k_distinct_candidates_drawn_reproducibly_per_seed_and_step() -> None:
+def test_subsets_are_k_distinct_candidates_drawn_reproducibly_per_seed_problem_and_step() -> None:
     population = [0, 1, 2, 3, 5]  # candidate 4 failed: never drawn
-    subsets = draw_subsets(population, 6, 3, 7, 1)
+    subsets = draw_subsets(population, 6, 3, 7, 1, "id:p1")
     assert len(subsets) == 6
     assert all(len(s) == 3 and len(set(s)) == 3 and set(s) <= set(population) for s in subsets)
-    assert draw_subsets(population, 6, 3, 7, 1) == subsets  # same run, same draw
-    assert draw_subsets(population, 6, 3, 8, 1) != subsets  # another seed
-    assert draw_subsets(population, 6, 3, 7, 2) != subsets  # another step
+    assert draw_subsets(population, 6, 3, 7, 1, "id:p1") == subsets  # same problem, same draw
+    assert draw_subsets(population, 6, 3, 7, 1, "id:p2") != subsets  # another problem
+    assert draw_subsets(population, 6, 3, 8, 1, "id:p1") != subsets  # another seed
+    assert draw_subsets(population, 6, 3, 7, 2, "id:p1") != subsets  # another step
     assert all(len(s) == 2 for s in draw_subsets([0, 1], 3, 4, 7, 1))  # at most the survivors
+
+
+def test_a_problem_is_keyed_by_its_id_else_by_its_conversation() -> None:
+    convo = [{"role": "user", "content": QUESTION}]
+    other = [{"role": "user", "content": "What is 5 times 8?"}]
+    assert problem_key("p1", convo) == problem_key("p1", other) == "id:p1"
+    assert problem_key(None, convo) == problem_key(None, [dict(m) for m in convo])
+    assert problem_key(None, convo) != problem_key(None, other)
+    assert problem_key(None, convo).startswith("sha256:")
 
 
 def answer_by_input(request: ScriptedRequest) -> ScriptedReply:
@@ -192,6 +202,41 @@ async def test_rsa_draws_the_same_subsets_for_the_same_seed_and_others_for_anoth
         await client.aclose()
     assert first == again
     assert first != other
+
+
+async def test_two_problems_of_one_run_draw_their_own_subsets_and_each_again_on_a_rerun() -> None:
+    saver = InMemorySaver()
+    async with ScriptedServer(answer_by_input) as srv:
+        client = OpenAICompatClient(srv.base_url, "scripted", api_key="k")
+        graph = build_rsa_graph(client, 6, 3, 3, config=make_config(), checkpointer=saver)
+
+        async def reads(problem_id: str | None, question: str, thread: str) -> list[Any]:
+            config: Any = {"configurable": {"thread_id": thread}}
+            result = await ainvoke_pacore(graph, question, problem_id=problem_id, config=config)
+            return [t.references for r in result.rounds[1:] for t in r]
+
+        first = await reads("p1", QUESTION, "a")
+        other = await reads("p2", QUESTION, "b")  # same seed and question, another problem
+        again = await reads("p1", QUESTION, "c")
+        by_text = await reads(None, QUESTION, "d")
+        other_text = await reads(None, "What is 5 times 8?", "e")
+        await client.aclose()
+    assert first == again  # the same problem draws the same subsets (a resume too)
+    assert first != other
+    assert by_text != other_text  # without ids, the question tells problems apart
+
+
+async def test_rsa_final_comes_from_the_config_unless_given() -> None:
+    config = make_config().model_copy(update={"rsa_final": "aggregate"})
+    async with ScriptedServer(answer_by_input) as srv:
+        client = OpenAICompatClient(srv.base_url, "scripted", api_key="k")
+        from_config = await ainvoke_pacore(build_rsa_graph(client, 3, 2, 2, config=config), "Q")
+        given = await ainvoke_pacore(
+            build_rsa_graph(client, 3, 2, 2, config=config, final="majority"), "Q"
+        )
+        await client.aclose()
+    assert from_config.schedule == (3, 3, 1) and "aggregator" not in from_config.extra
+    assert given.schedule == (3, 3) and given.extra["aggregator"] == "majority"
 
 
 async def test_rsa_final_aggregate_runs_one_more_aggregation_and_answers_with_it() -> None:
