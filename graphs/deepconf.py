@@ -34,6 +34,10 @@ is one group and is never stopped online, answers extracted from the text
 together), ties to the answer seen first. The public code's warm-up is 16
 traces of a budget of 256 or more; for the small N of a comparison the
 default here is ``min(16, max(2, ceil(N / 4)))`` (a choice of ours: settable).
+The kept share (offline ``share``, online ``keep``: the same η of the paper,
+the share of traces trusted) and the window default to the run config's
+``deepconf_keep`` and ``deepconf_window``, which ``--deepconf-keep`` and
+``--deepconf-window`` set for ``pacore run --method`` and ``pacore eval``.
 
 Only an HTTP request can be cancelled, not one choice of an ``n`` request,
 so the online round sends one streamed request per trace (vLLM's prefix
@@ -85,6 +89,8 @@ from pacore_graph.settings.config import MAX_ROUND_WIDTH, PaCoReConfig, Sampling
 from pacore_graph.settings.request_limits import RequestLimits
 
 __all__ = [
+    "DEFAULT_KEEP",
+    "DEFAULT_SHARE",
     "ConfidenceUnavailableError",
     "ConfidenceVote",
     "DeepConfOnlineNodes",
@@ -97,6 +103,12 @@ __all__ = [
     "confidence_sampling",
     "default_warmup",
 ]
+
+
+#: The kept share when neither the call nor the config names one: the paper's
+#: DeepConf-low offline (the public ``top10`` filter), DeepConf-high online.
+DEFAULT_SHARE = 0.1
+DEFAULT_KEEP = 0.9
 
 
 class ConfidenceUnavailableError(PaCoReError, ValueError):
@@ -151,7 +163,7 @@ class ConfidenceVote:
     successful trajectory is the answer, as in ``majority``.
     """
 
-    share: float = 0.1
+    share: float = DEFAULT_SHARE
     window: int = DEFAULT_WINDOW
     extract: Callable[[str], str | None] = extract_final_answer
     equivalent: Callable[[str, str], bool] = answers_equivalent
@@ -193,7 +205,7 @@ class ConfidenceVote:
 class OnlineConfidenceVote:
     """Online DeepConf's vote: warm-up traces at or above the bar, later traces not stopped."""
 
-    keep: float = 0.9
+    keep: float = DEFAULT_KEEP
     window: int = DEFAULT_WINDOW
     extract: Callable[[str], str | None] = extract_final_answer
     equivalent: Callable[[str, str], bool] = answers_equivalent
@@ -356,7 +368,7 @@ class DeepConfState(PaCoReState, total=False):
 class DeepConfOnlineNodes(PaCoReNodes):
     """PaCoRe's nodes with online DeepConf's rounds: a warm-up, then stopped traces."""
 
-    keep: float = 0.9
+    keep: float = DEFAULT_KEEP
     window: int = DEFAULT_WINDOW
 
     # The state is annotated DeepConfState: LangGraph reads the channels a node's annotation names.
@@ -420,21 +432,38 @@ def _check_n(label: str, n: int, low: int) -> None:
         raise ValueError(f"{label} needs N in [{low}, {MAX_ROUND_WIDTH}]; got {n!r}")
 
 
+def _kept(given: float | None, config: PaCoReConfig, default: float) -> float:
+    """The kept share: the call's, else the config's ``deepconf_keep``, else ``default``."""
+    if given is not None:
+        return given
+    return config.deepconf_keep if config.deepconf_keep is not None else default
+
+
 def build_deepconf_graph(
     client: ChatClient,
     n: int,
     *,
     config: PaCoReConfig | None = None,
-    share: float = 0.1,
-    window: int = DEFAULT_WINDOW,
+    share: float | None = None,
+    window: int | None = None,
     top_logprobs: int = DEFAULT_TOP_LOGPROBS,
     extract: Callable[[str], str | None] = extract_final_answer,
     **kwargs: Any,
 ) -> Any:
-    """Offline DeepConf over ``n`` traces (``deepconf:N``); ``kwargs`` as for the builder."""
+    """Offline DeepConf over ``n`` traces (``deepconf:N``); ``kwargs`` as for the builder.
+
+    ``share`` and ``window`` left ``None`` are the config's (``deepconf_keep``,
+    ``deepconf_window``: ``--deepconf-keep`` and ``--deepconf-window``), else
+    0.1 and 2,048 tokens.
+    """
     _check_n("deepconf:N", n, 1)
-    vote = ConfidenceVote(share=share, window=window, extract=extract)
-    cfg = _with_logprobs((config or PaCoReConfig()).with_settings({"rounds": [n]}), top_logprobs)
+    base = config or PaCoReConfig()
+    vote = ConfidenceVote(
+        share=_kept(share, base, DEFAULT_SHARE),
+        window=base.deepconf_window if window is None else window,
+        extract=extract,
+    )
+    cfg = _with_logprobs(base.with_settings({"rounds": [n]}), top_logprobs)
     return build_pacore_graph(client, config=cfg, aggregator=vote, name="deepconf", **kwargs)
 
 
@@ -444,8 +473,8 @@ def build_deepconf_online_graph(
     *,
     config: PaCoReConfig | None = None,
     warmup: int | None = None,
-    keep: float = 0.9,
-    window: int = DEFAULT_WINDOW,
+    keep: float | None = None,
+    window: int | None = None,
     top_logprobs: int = DEFAULT_TOP_LOGPROBS,
     extract: Callable[[str], str | None] = extract_final_answer,
     compactor: Compactor | str = "conclusion",
@@ -455,8 +484,18 @@ def build_deepconf_online_graph(
     compactors: CompactorRegistry | Mapping[str, Compactor] | None = None,
     limits: RequestLimits | None = None,
 ) -> Any:
-    """Online DeepConf with a budget of ``n`` traces (``deepconf-online:N``)."""
+    """Online DeepConf with a budget of ``n`` traces (``deepconf-online:N``).
+
+    ``keep`` and ``window`` left ``None`` are the config's (``deepconf_keep``,
+    ``deepconf_window``: ``--deepconf-keep`` and ``--deepconf-window``), else
+    0.9 and 2,048 tokens.
+    """
     _check_n("deepconf-online:N", n, 2)
+    base = config or PaCoReConfig()
+    keep = _kept(keep, base, DEFAULT_KEEP)
+    window = base.deepconf_window if window is None else window
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        raise ValueError(f"deepconf-online: the window must be at least 1 token; got {window!r}")
     w = default_warmup(n) if warmup is None else warmup
     if isinstance(w, bool) or not isinstance(w, int) or not 1 <= w < n:
         raise ValueError(
@@ -465,9 +504,7 @@ def build_deepconf_online_graph(
     if isinstance(keep, bool) or not 0 < keep <= 1:
         raise ValueError(f"deepconf-online: keep must be a share in (0, 1]; got {keep!r}")
     vote = OnlineConfidenceVote(keep=keep, window=window, extract=extract)
-    cfg = _with_logprobs(
-        (config or PaCoReConfig()).with_settings({"rounds": [w, n - w]}), top_logprobs
-    )
+    cfg = _with_logprobs(base.with_settings({"rounds": [w, n - w]}), top_logprobs)
     parts = method_parts(
         client,
         cfg,

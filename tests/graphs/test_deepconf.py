@@ -248,3 +248,31 @@ async def test_online_streams_progress_events_with_the_dropped_traces_tokens() -
     assert started == [(0, 4), (1, 4)]
     later = {e["index"]: e for e in events if e["event"] == "explorer_finished" and e["round"] == 1}
     assert [later[i]["completion_tokens"] for i in range(4)] == [32, 32, 12, 12]
+
+
+async def test_the_kept_share_and_the_window_come_from_the_config_unless_given() -> None:
+    # --deepconf-keep / --deepconf-window set these config fields for both graphs.
+    keep_all = CONFIG.model_copy(update={"deepconf_keep": 1.0, "deepconf_window": 4})
+    offline, _ = await run_offline(lambda c: build_deepconf_graph(c, 8, config=keep_all))
+    assert len(offline.extra["kept"]) == 8 and offline.extra["window"] == 4
+    assert offline.extra["share"] == 1.0
+    given, _ = await run_offline(lambda c: build_deepconf_graph(c, 8, config=keep_all, share=0.1))
+    assert given.extra["kept"] == ["r0.0", "r0.1", "r0.2"]
+
+    async def online(config: PaCoReConfig) -> Any:
+        async with ScriptedServer(online_reply) as srv:
+            client = OpenAICompatClient(srv.base_url, "scripted", api_key="k")
+            graph = build_deepconf_online_graph(client, 10, config=config, warmup=4)
+            result = await ainvoke_pacore(graph, QUESTION)
+            await client.aclose()
+        return result
+
+    windowed = await online(CONFIG.model_copy(update={"deepconf_keep": 0.5, "deepconf_window": 4}))
+    whole = await online(CONFIG.model_copy(update={"deepconf_keep": 0.5}))
+    # A 4-token window sees the faltering traces fall below the bar; with DeepConf's
+    # 2,048 tokens each 32-token trace is one group, never stopped.
+    assert windowed.extra["dropped"] == ["r1.2", "r1.3", "r1.4", "r1.5"]
+    assert whole.extra["dropped"] == [] and whole.extra["window"] == 2048
+    assert windowed.extra["keep"] == whole.extra["keep"] == 0.5
+    assert windowed.extra["threshold"] == 2.0  # the median of the warm-up's [3, 3, 1, 1]
+    assert windowed.effective_ttc < whole.effective_ttc
