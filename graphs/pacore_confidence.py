@@ -3,21 +3,23 @@
 Two options none of the method's anchors has (issue 21, part 3), both off by
 default because they change what the model sees or when a run stops:
 
-- ``reference_filter`` (``--reference-filter confidence:F``): a synthesis
-  round's references are only the share F of the previous round's
+- ``reference_filter`` (``--reference-filter confidence:F[,W]``): a
+  synthesis round's references are only the share F of the previous round's
   trajectories with the highest lowest group confidence
   (:func:`~pacore_graph.control.confidence.most_confident`), then ordered by
   the usual reference rule; the run's ``round_control`` notes say which
   trajectories were passed on;
-- ``consensus_by_confidence``: ``early_stop_consensus`` weighs each vote by
-  the trajectory's lowest group confidence
-  (:func:`~pacore_graph.control.confidence.confidence_consensus`).
+- ``consensus_by_confidence`` (``--consensus-weight confidence``):
+  ``early_stop_consensus`` weighs each vote by the trajectory's lowest group
+  confidence (:func:`~pacore_graph.control.confidence.confidence_consensus`).
 
 Both need token log-probabilities: the run asks for ``logprobs`` with
 ``top_logprobs``. It is PaCoRe's own graph with the round node (and the
 early stop) overridden; records, spans, checkpoints and stream events are
-PaCoRe's. The same options belong in ``build_pacore_graph`` and the
-``pacore`` flags once the settings refactor lands (see ``docs/methods.md``).
+PaCoRe's. Both are settings of the run's config (``reference_filter``,
+``consensus_weight``), so :func:`build_pacore_for_config` -- what ``pacore
+run`` and ``pacore eval``'s ``pacore:...`` methods build -- picks this graph
+exactly when the config asks for either.
 """
 
 from __future__ import annotations
@@ -38,10 +40,11 @@ from pacore_graph.control.confidence import (
 from pacore_graph.control.consensus import Consensus, EarlyStop
 from pacore_graph.control.limits import SequenceLimiter
 from pacore_graph.graph.aggregation import extract_final_answer
+from pacore_graph.graph.builder import _check_template, build_pacore_graph
 from pacore_graph.graph.compaction import Compactor
 from pacore_graph.graph.compactor_registry import CompactorRegistry
 from pacore_graph.graph.nodes import PaCoReNodes
-from pacore_graph.graph.prompts import select_references, synthesis_messages
+from pacore_graph.graph.prompts import SYNTHESIS_TEMPLATE, select_references, synthesis_messages
 from pacore_graph.graph.records import Trajectory
 from pacore_graph.graph.state import PaCoReState
 from pacore_graph.graph.streaming import progress_writer, round_started
@@ -52,7 +55,13 @@ from pacore_graph.otel.spans import TraceOptions
 from pacore_graph.settings.config import PaCoReConfig
 from pacore_graph.settings.request_limits import RequestLimits
 
-__all__ = ["ConfidenceEarlyStop", "ConfidencePaCoReNodes", "build_pacore_confidence_graph"]
+__all__ = [
+    "ConfidenceEarlyStop",
+    "ConfidencePaCoReNodes",
+    "build_pacore_confidence_graph",
+    "build_pacore_for_config",
+    "wants_confidence",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +116,7 @@ class ConfidencePaCoReNodes(PaCoReNodes):
         self.tracer.start_round(state["run_id"], r, width, texts)
         note = {
             "round": r,
-            "reference_filter": f"confidence:{self.reference_filter.share:g}",
+            "reference_filter": self.reference_filter.spec,
             "passed": [t.id for t in kept if not t.failed],
         }
         return {
@@ -119,28 +128,53 @@ class ConfidencePaCoReNodes(PaCoReNodes):
         }
 
 
+def wants_confidence(config: PaCoReConfig) -> bool:
+    """Whether ``config`` asks for a confidence option PaCoRe's plain graph does not have.
+
+    A confidence weight without ``early_stop_consensus`` weighs nothing, so
+    it alone does not ask for log-probabilities.
+    """
+    weighed = config.consensus_weight == "confidence" and config.early_stop_consensus is not None
+    return config.reference_filter is not None or weighed
+
+
 def build_pacore_confidence_graph(
     client: ChatClient,
     *,
     config: PaCoReConfig | None = None,
     reference_filter: ConfidenceFilter | str | None = None,
-    consensus_by_confidence: bool = False,
-    window: int = DEFAULT_WINDOW,
+    consensus_by_confidence: bool | None = None,
+    window: int | None = None,
     top_logprobs: int = DEFAULT_TOP_LOGPROBS,
     compactor: Compactor | str = "conclusion",
+    template: str = SYNTHESIS_TEMPLATE,
     limiter: SequenceLimiter | None = None,
     tracing: TraceOptions | bool | None = None,
     checkpointer: Any = None,
     compactors: CompactorRegistry | Mapping[str, Compactor] | None = None,
     limits: RequestLimits | None = None,
 ) -> Any:
-    """PaCoRe with ``reference_filter`` (``confidence:F[,W]``) and/or confidence-weighed stops."""
-    chosen = (
-        parse_reference_filter(reference_filter)
-        if isinstance(reference_filter, str)
-        else reference_filter
-    )
+    """PaCoRe with ``reference_filter`` (``confidence:F[,W]``) and/or confidence-weighed stops.
+
+    Either left ``None`` is the config's own (``reference_filter``,
+    ``consensus_weight == "confidence"``). ``window`` is the one the
+    weighed votes judge by: the filter's W when a filter is given, else
+    DeepConf's 2,048 tokens. ``template`` is the synthesis prompt, as for
+    :func:`~pacore_graph.graph.builder.build_pacore_graph`.
+    """
     base = config or PaCoReConfig()
+    chosen_filter = base.reference_filter if reference_filter is None else reference_filter
+    chosen = (
+        parse_reference_filter(chosen_filter) if isinstance(chosen_filter, str) else chosen_filter
+    )
+    weighed = (
+        base.consensus_weight == "confidence"
+        if consensus_by_confidence is None
+        else consensus_by_confidence
+    )
+    if window is None:
+        window = chosen.window if chosen is not None else DEFAULT_WINDOW
+    _check_template(template)
     cfg = base.model_copy(update={"sampling": confidence_sampling(base.sampling, top_logprobs)})
     parts = method_parts(
         client,
@@ -154,7 +188,38 @@ def build_pacore_confidence_graph(
     nodes = ConfidencePaCoReNodes(
         **parts.node_kwargs(),
         explorer=parts.explorer,
+        template=template,
         reference_filter=chosen,
-        consensus_window=window if consensus_by_confidence else None,
+        consensus_window=window if weighed else None,
     )
     return compile_method_graph(nodes, PaCoReState, name="pacore", checkpointer=checkpointer)
+
+
+def build_pacore_for_config(
+    client: ChatClient,
+    *,
+    config: PaCoReConfig,
+    compactor: Compactor | str = "conclusion",
+    template: str = SYNTHESIS_TEMPLATE,
+    limiter: SequenceLimiter | None = None,
+    tracing: TraceOptions | bool | None = None,
+    checkpointer: Any = None,
+) -> Any:
+    """The PaCoRe graph ``config`` describes: with confidence when it asks, else the plain one.
+
+    One place decides, so ``pacore run`` (a question or ``--input``) and
+    ``pacore eval``'s ``pacore:...`` methods build the same graph for the same
+    settings; the plain graph is untouched (no log-probabilities asked) when
+    neither confidence option is set.
+    """
+    common: dict[str, Any] = {
+        "config": config,
+        "compactor": compactor,
+        "template": template,
+        "limiter": limiter,
+        "tracing": tracing,
+        "checkpointer": checkpointer,
+    }
+    if wants_confidence(config):
+        return build_pacore_confidence_graph(client, **common)
+    return build_pacore_graph(client, **common)

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from pacore_graph.graph.builder import ainvoke_pacore, build_pacore_graph
-from pacore_graph.graphs.pacore_confidence import build_pacore_confidence_graph
+from pacore_graph.graphs.pacore_confidence import (
+    build_pacore_confidence_graph,
+    build_pacore_for_config,
+    wants_confidence,
+)
 from pacore_graph.llm.client import OpenAICompatClient
 from pacore_graph.settings.config import PaCoReConfig, SamplingParams
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
@@ -69,3 +74,52 @@ async def test_early_stop_can_weigh_votes_by_confidence() -> None:
     assert weighed.extra["early_stop"]["answer"] == "4"  # type: ignore[attr-defined]
     assert weighed.extra["early_stop"]["share"] == 0.625  # type: ignore[attr-defined]
     assert counted.extra["early_stop"]["answer"] == "7"  # type: ignore[attr-defined]
+
+
+async def bodies_of(graph_of: Any, answers: dict[int, tuple[int, float]]) -> list[Any]:
+    """The request bodies one run of ``graph_of(client)`` sends."""
+    async with ScriptedServer(by_trace(answers)) as srv:  # type: ignore[arg-type]
+        client = OpenAICompatClient(srv.base_url, "scripted", api_key="k")
+        await ainvoke_pacore(graph_of(client), "Q?")
+        await client.aclose()
+        return [r.body for r in srv.requests]
+
+
+async def test_the_config_picks_the_graph_plain_unless_it_asks_for_confidence() -> None:
+    answers = {0: (1, 3.0), 1: (2, 1.0), 2: (3, 2.0), 3: (4, 4.0)}
+    plain = PaCoReConfig(rounds=[4], sampling=SamplingParams(seed=BASE))
+    filtered = plain.with_settings({"reference_filter": "confidence:0.5"})
+    # A confidence weight without an early stop weighs nothing: still the plain graph.
+    idle_weight = plain.with_settings({"consensus_weight": "confidence"})
+    assert not wants_confidence(plain) and not wants_confidence(idle_weight)
+    assert wants_confidence(filtered)
+    assert wants_confidence(
+        plain.with_settings({"consensus_weight": "confidence", "early_stop_consensus": 0.6})
+    )
+    for config, confident in ((plain, False), (idle_weight, False), (filtered, True)):
+        bodies = await bodies_of(
+            lambda c, cfg=config: build_pacore_for_config(c, config=cfg), answers
+        )
+        assert all(bool(b.get("logprobs")) is confident for b in bodies), config
+        synthesis = bodies[-1]["messages"][-1]["content"]
+        refs = len(re.findall(r"Reference \d+:", synthesis))
+        assert refs == (2 if confident else 4)
+        assert ("top_logprobs" in bodies[0]) is confident
+
+
+async def test_the_filter_comes_from_the_config_and_the_template_is_honoured() -> None:
+    answers = {0: (1, 3.0), 1: (2, 1.0), 2: (3, 2.0), 3: (4, 4.0)}
+    template = (
+        "You are given a problem and a list of reference responses. MINE\n"
+        "{{ original_prompt }}\n"
+        "{% for ref in ref_responses %}Reference {{ loop.index }}: {{ ref }}\n{% endfor %}"
+    )
+    config = PaCoReConfig(
+        rounds=[4], sampling=SamplingParams(seed=BASE), reference_filter="confidence:0.5"
+    )
+    result, prompt = await run(
+        lambda c: build_pacore_confidence_graph(c, config=config, template=template), answers
+    )
+    assert "MINE" in prompt and len(re.findall(r"Reference \d+:", prompt)) == 2
+    (note,) = result.extra["round_control"]  # type: ignore[attr-defined]
+    assert note["reference_filter"] == "confidence:0.5"
