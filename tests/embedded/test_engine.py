@@ -1,7 +1,9 @@
-"""The continuous-batching engine: stop strings, and a failed decode step survived.
+"""The continuous-batching engine: stop strings, a failed decode step survived, log-probabilities.
 
 The stop-string logic is pure (no model); the failure test runs the real
-engine in-process on the packaged model and breaks one decode step.
+engine in-process on the packaged model and breaks one decode step; the
+log-probability test records, on the real engine, when logits are read
+relative to sampling (before it, and never for a request that did not ask).
 """
 
 from __future__ import annotations
@@ -78,3 +80,92 @@ def test_a_failed_decode_fails_its_requests_and_the_engine_goes_on() -> None:
     assert stats.failed_requests == 1
     assert stats.kv_reserved == 0
     assert stats.active_sequences == 0
+
+
+def test_logits_are_read_before_sampling_and_only_for_requests_that_asked() -> None:
+    """In-process engine: the row is read (once per row) before its samplers run; else never."""
+    pytest.importorskip("cyllama")
+    from pacore_graph.embedded import find_default_model
+    from pacore_graph.embedded.engine import (
+        BatchEngine,
+        ChoiceEvent,
+        EngineFailure,
+        SamplingSpec,
+    )
+
+    engine = BatchEngine(
+        find_default_model(), n_ctx=256, max_sequences=2, kv_tokens=512, n_threads=1
+    )
+    real = engine._ctx
+    log: list[tuple[str, int]] = []
+
+    class RecordingContext:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(real, name)
+
+        def get_logits_ith(self, i: int) -> Any:
+            log.append(("logits", i))
+            return real.get_logits_ith(i)
+
+    class RecordingSampler:
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+
+        def sample(self, ctx: Any, i: int) -> int:
+            log.append(("sample", i))
+            return int(self.inner.sample(real, i))  # cyllama wants its own context type
+
+    new_sequence = engine._new_sequence
+
+    def recording_sequence(request: Any, index: int) -> _Sequence:
+        seq = new_sequence(request, index)
+        seq.sampler = RecordingSampler(seq.sampler)
+        return seq
+
+    engine._new_sequence = recording_sequence  # type: ignore[method-assign]
+
+    def ask(spec: SamplingSpec) -> list[ChoiceEvent]:
+        got: list[ChoiceEvent] = []
+        finished: set[int] = set()
+        done = threading.Event()
+
+        def sink(item: Any) -> None:
+            assert not isinstance(item, EngineFailure), item
+            got.extend(item)
+            finished.update(e.index for e in item if e.finish_reason is not None)
+            if len(finished) == 2:
+                done.set()
+
+        prompt = engine.tokenize("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n")
+        engine.submit(prompt, 2, spec, sink)
+        assert done.wait(120)
+        return got
+
+    try:
+        engine._ctx = RecordingContext()
+        plain = ask(SamplingSpec(max_new_tokens=6, seed=3))
+        plain_log, log[:] = list(log), []
+        asked = ask(SamplingSpec(max_new_tokens=6, seed=3, top_logprobs=3))
+    finally:
+        engine._ctx = real
+        engine.close()
+
+    assert all(kind == "sample" for kind, _ in plain_log)
+    assert all(event.logprobs is None for event in plain)
+    # The same samples either way: reading the logits changes nothing.
+    assert [e.token_ids for e in asked] == [e.token_ids for e in plain]
+    # Every sample comes after the read of its own row; the prompt's row, shared
+    # by both sequences, is read once for both.
+    last_read = None
+    for kind, at in log:
+        if kind == "logits":
+            last_read = at
+        else:
+            assert at == last_read, log
+    assert log[:3] == [("logits", log[0][1]), ("sample", log[0][1]), ("sample", log[0][1])]
+    samples = sum(1 for kind, _ in log if kind == "sample")
+    assert sum(1 for kind, _ in log if kind == "logits") == samples - 1
+    for event in asked:
+        assert event.logprobs is not None
+        assert [lp.token for lp in event.logprobs] == list(event.token_ids)
+        assert all(len(lp.top) == 3 for lp in event.logprobs)
