@@ -2,7 +2,8 @@
 
 This is the README's first command with a smaller run (K=2, 48 tokens per
 call) so it stays quick on two CPU cores: a real server process, real HTTP,
-real tokens.
+real tokens. DeepConf runs there too, offline and online, now that the
+server returns token log-probabilities (before, its first request was a 400).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 from embedded_support import require_embedded
@@ -18,32 +20,35 @@ from embedded_support import require_embedded
 pytestmark = pytest.mark.embedded
 
 
-def test_pacore_run_on_the_embedded_model_returns_real_text_and_tokens() -> None:
+def _pacore_run(*args: str) -> dict[str, Any]:
+    """``pacore run ARGS --json --no-progress`` with no server configured: the embedded model."""
     require_embedded()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "PACORE_"))}
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pacore_graph.cli",
-            "run",
-            "What is 2 + 3?",
-            "--rounds",
-            "2",
-            "--max-tokens",
-            "48",
-            "--json",
-            "--no-progress",
-        ],
+        [sys.executable, "-m", "pacore_graph.cli", "run", *args, "--json", "--no-progress"],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=600,
         env=env,
         check=False,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "embedded server ready" in proc.stderr
-    out = json.loads(proc.stdout)
+    out: dict[str, Any] = json.loads(proc.stdout)
+    return out
+
+
+def _assert_logprobs_of_every_token(out: dict[str, Any], k: int) -> None:
+    """Each trajectory kept one logprobs entry per completion token, each with k alternatives."""
+    for trajectory in (t for rnd in out["rounds"] for t in rnd):
+        assert trajectory["error"] is None
+        content = trajectory["logprobs"]["content"]
+        assert len(content) == trajectory["completion_tokens"] > 0
+        assert all(len(entry["top_logprobs"]) == k for entry in content)
+
+
+def test_pacore_run_on_the_embedded_model_returns_real_text_and_tokens() -> None:
+    out = _pacore_run("What is 2 + 3?", "--rounds", "2", "--max-tokens", "48")
     assert [len(r) for r in out["rounds"]] == [2, 1]
     assert out["answer"].strip(), "the model returned no text"
     trajectories = [t for rnd in out["rounds"] for t in rnd]
@@ -61,3 +66,61 @@ def test_pacore_run_on_the_embedded_model_returns_real_text_and_tokens() -> None
     # The final round's prompt is the synthesis prompt, so it is longer.
     assert out["rounds"][1][0]["prompt_tokens"] > out["rounds"][0][0]["prompt_tokens"]
     assert out["model"] == "smollm2-135m-instruct"
+
+
+def test_deepconf_offline_runs_on_the_embedded_model_and_records_the_kept_traces() -> None:
+    out = _pacore_run("What is 2+3?", "--method", "deepconf:4", "--max-tokens", "64", "--seed", "3")
+
+    assert out["schedule"] == [4]
+    assert out["failures"] == 0
+    _assert_logprobs_of_every_token(out, 20)  # DeepConf asks k = 20, as the public code
+    extra = out["extra"]
+    assert extra["aggregator"] == "deepconf"
+    ids = {t["id"] for t in out["rounds"][0]}
+    assert set(extra["confidences"]) == ids
+    assert all(c > 0 for c in extra["confidences"].values())
+    assert extra["kept"] and set(extra["kept"]) <= ids
+    assert out["answer"].strip()
+
+
+def test_deepconf_online_runs_on_the_embedded_model_and_drops_traces_upstream() -> None:
+    """The second round's streamed traces are cut as their window's confidence falls.
+
+    ``--deepconf-keep 0.1`` puts the bar near the better warm-up trace and an
+    8-token window lets a 64-token trace fall below it; the run is seeded
+    (choice ``i`` samples with ``seed + i``), so the traces, and which fall,
+    are the same every run.
+    """
+    out = _pacore_run(
+        "What is 2+3?",
+        "--method",
+        "deepconf-online:4",
+        "--deepconf-keep",
+        "0.1",
+        "--deepconf-window",
+        "8",
+        "--max-tokens",
+        "64",
+        "--seed",
+        "3",
+    )
+
+    assert out["schedule"] == [2, 2]  # warm-up of 2, then 2 streamed
+    assert out["failures"] == 0
+    _assert_logprobs_of_every_token(out, 20)
+    extra = out["extra"]
+    assert extra["aggregator"] == "deepconf-online"
+    dropped = set(extra["dropped"])
+    assert dropped, "no trace fell below the bar"
+    assert extra["voters"]
+    for trace in out["rounds"][1]:
+        record = trace["artifacts"]["deepconf"]
+        assert record["window"] == 8
+        assert (
+            record["stopped"] == (trace["id"] in dropped) == (trace["finish_reason"] == "dropped")
+        )
+        if record["stopped"]:
+            # The client hung up and the server stopped decoding: a full window, not 64 tokens.
+            assert record["stopped_upstream"] is True
+            assert 8 <= trace["completion_tokens"] < 64
+            assert record["lowest"] < record["threshold"]
