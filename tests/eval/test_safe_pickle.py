@@ -34,14 +34,78 @@ def _compress(payload: bytes) -> str:
     return base64.b64encode(zlib.compress(payload)).decode("ascii")
 
 
+PROTOCOLS = list(range(pickle.HIGHEST_PROTOCOL + 1))
+
+
 def test_livecodebench_encoding_round_trips() -> None:
     tests = [{"input": "1 2\n", "output": "3\n", "testtype": "stdin"}]
     assert json.loads(decode_compressed_pickle(lcb_private(tests))) == tests
 
 
-def test_plain_containers_load() -> None:
-    value = {"a": [1, 2.5, None, True, ("t", b"b")], "s": "x"}
-    assert safe_loads(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)) == value
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_the_real_format_loads_in_every_protocol(protocol: int) -> None:
+    """One pickled JSON text: short, framed (> 64 KiB) and non-ASCII, as any writer pickles it."""
+    tests = [
+        {"input": "5 7\n", "output": "12\n", "testtype": "stdin"},
+        {"input": "é ∑ 🙂\n" + "9 " * 40_000, "output": "x" * 70_000, "testtype": "stdin"},
+    ]
+    text = json.dumps(tests)
+    payload = base64.b64encode(zlib.compress(pickle.dumps(text, protocol=protocol))).decode()
+    assert json.loads(decode_compressed_pickle(payload)) == tests
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_text_lists_and_dicts_load(protocol: int) -> None:
+    shared = {"input": "1", "output": "1", "testtype": "stdin"}
+    value = {"tests": [shared, shared, {"input": "2", "output": "2"}], "name": "x"}
+    assert safe_loads(pickle.dumps(value, protocol=protocol)) == value
+
+
+_BYTES = r"holds bytes|names _codecs\.encode"  # protocols < 3 pickle bytes as a call
+
+
+@pytest.mark.parametrize(
+    ("value", "what"),
+    [
+        (("t", "u"), "holds a tuple"),
+        ([("t",)], "holds a tuple"),
+        (b"bytes", _BYTES),
+        ({"input": b"1"}, _BYTES),
+        (bytearray(b"ba"), r"holds a bytearray|names (__builtin__|builtins)\.bytearray"),
+        (3, "holds a number"),
+        (2.5, "holds a float"),
+        ([True], "holds a boolean"),
+        ({"x": None}, "holds None"),
+        ({1, 2}, r"holds a set|names (__builtin__|builtins)\.set"),
+        (frozenset({"a"}), r"holds a set|names (__builtin__|builtins)\.frozenset"),
+    ],
+    ids=lambda v: type(v).__name__ if not isinstance(v, str) else "",
+)
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_anything_but_text_lists_and_dicts_is_refused_naming_it(
+    value: object, what: str, protocol: int
+) -> None:
+    with pytest.raises(UnsafePickleError, match=f"the pickle ({what}).*: refused"):
+        safe_loads(pickle.dumps(value, protocol=protocol))
+
+
+def test_a_list_that_contains_itself_is_refused() -> None:
+    loop: list[object] = ["a"]
+    loop.append(loop)
+    with pytest.raises(UnsafePickleError, match="contains itself"):
+        safe_loads(pickle.dumps(loop))
+
+
+def test_shared_lists_are_checked_once() -> None:
+    """40 levels of [x, x]: 2**40 paths, 40 lists; the check follows each list once."""
+    value: list[object] = ["leaf"]
+    for _ in range(40):
+        value = [value, value]
+    loaded = safe_loads(pickle.dumps(value))
+    for _ in range(40):
+        assert loaded[0] is loaded[1]
+        loaded = loaded[0]
+    assert loaded == ["leaf"]
 
 
 @pytest.mark.parametrize("protocol", [0, 2, pickle.HIGHEST_PROTOCOL])
@@ -63,7 +127,9 @@ def test_os_system_pickle_is_refused_and_nothing_runs(tmp_path: Path, protocol: 
 )
 def test_any_class_is_refused(value: object) -> None:
     payload = pickle.dumps(value, protocol=2)
-    with pytest.raises(UnsafePickleError, match="refused"):
+    with pytest.raises(
+        UnsafePickleError, match=r"names (__builtin__|builtins|collections)\.\w+: refused"
+    ):
         safe_loads(payload)
 
 

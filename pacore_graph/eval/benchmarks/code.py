@@ -20,7 +20,8 @@ to complete or the stdin/stdout instruction, code in a fenced block.
 inclusive), as ``load_code_generation_dataset(start_date, end_date)`` does; the
 paper's window is 2024-08-01 .. 2025-05-31 (:data:`PAPER_WINDOW`).
 Private tests are unpickled with :func:`pacore_graph.eval.safe_pickle.decode_compressed_pickle`
-(plain data only): a dataset cannot run code on the grading machine.
+(text, lists and dicts only; the field is one pickled JSON text): a dataset
+cannot run code on the grading machine.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from pacore_graph.eval.benchmarks.base import (
     parse_day,
 )
 from pacore_graph.eval.code_tests import CODE_TESTS_KEY, CodeTest, CodeTests, TestType
-from pacore_graph.eval.safe_pickle import decode_compressed_pickle
+from pacore_graph.eval.safe_pickle import UnsafePickleError, decode_compressed_pickle
 
 __all__ = ["LIVECODEBENCH", "LIVECODEBENCH_FILES", "PAPER_WINDOW", "LiveCodeBench", "lcb_prompt"]
 
@@ -83,7 +84,10 @@ def _test_list(value: Any, column: str, *, compressed: bool) -> list[Any]:
     except ValueError:
         if not compressed:
             raise ValueError(f"column {column!r} is not JSON") from None
-        inner = decode_compressed_pickle(value)  # UnsafePickleError is a ValueError
+        try:
+            inner = decode_compressed_pickle(value)
+        except UnsafePickleError as exc:  # a ValueError: the loader names the row
+            raise UnsafePickleError(f"column {column!r}: {exc}") from None
         if not isinstance(inner, str):
             raise ValueError(
                 f"column {column!r} unpickles to a {type(inner).__name__}, not JSON text"

@@ -131,6 +131,53 @@ def test_a_malicious_private_test_field_is_refused_and_nothing_runs(tmp_path: Pa
     assert not marker.exists()
 
 
+def _pickled(value: object, protocol: int = pickle.DEFAULT_PROTOCOL) -> str:
+    import base64
+    import zlib
+
+    return base64.b64encode(zlib.compress(pickle.dumps(value, protocol=protocol))).decode()
+
+
+@pytest.mark.parametrize(
+    ("value", "what"),
+    [
+        (tuple(STDIN_PRIVATE), "holds a tuple"),
+        (json.dumps(STDIN_PRIVATE).encode(), "holds bytes"),
+    ],
+    ids=["tuple", "bytes"],
+)
+def test_a_private_field_pickling_other_than_text_is_refused_naming_the_row(
+    tmp_path: Path, value: object, what: str
+) -> None:
+    rows = [
+        lcb_row("fine", public=STDIN_PUBLIC, private=STDIN_PRIVATE),
+        lcb_row("odd", public=STDIN_PUBLIC, private=[], private_text=_pickled(value)),
+    ]
+    path = write_parquet(rows, tmp_path / "odd.parquet")
+    with pytest.raises(DatasetError) as info:
+        load_dataset_spec(f"livecodebench:{path}")
+    message = str(info.value)
+    assert message.startswith(f"{path}: row 2 (id odd): column 'private_test_cases': the pickle ")
+    assert what in message and "refused" in message and "\n" not in message
+
+
+@pytest.mark.parametrize("protocol", range(pickle.HIGHEST_PROTOCOL + 1))
+def test_the_real_private_format_loads_whatever_protocol_wrote_it(
+    tmp_path: Path, protocol: int
+) -> None:
+    text = _pickled(json.dumps(STDIN_PRIVATE), protocol)
+    row = lcb_row("abc1", public=STDIN_PUBLIC, private=[], private_text=text)
+    path = write_parquet([row], tmp_path / "p.parquet")
+    (record,) = load_dataset_spec(f"livecodebench:{path}").records
+    tests = code_tests_of(record.ground_truth)
+    assert tests is not None
+    assert [(t.input, t.public) for t in tests.tests] == [
+        ("1 2\n", True),
+        ("2 2\n", False),
+        ("5 7\n", False),
+    ]
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
