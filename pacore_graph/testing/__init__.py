@@ -16,6 +16,7 @@ from pacore_graph.lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from pacore_graph.testing.hostile_upstream import HostileServer
+    from pacore_graph.testing.method_oracle import MethodOracle
     from pacore_graph.testing.scripted_server import (
         DISCONNECT_STATUS,
         FailureMode,
@@ -37,6 +38,7 @@ __all__ = [
     "HostileServer",
     "LengthModel",
     "LoggedRequest",
+    "MethodOracle",
     "ReasoningMode",
     "RespondFn",
     "ScriptedReply",
@@ -54,5 +56,6 @@ _LOCATIONS = {
     name: "throughput_server" if name in _THROUGHPUT else "scripted_server" for name in __all__
 }
 _LOCATIONS["HostileServer"] = "hostile_upstream"
+_LOCATIONS["MethodOracle"] = "method_oracle"
 
 __getattr__ = lazy_getattr(__name__, _LOCATIONS, globals())

@@ -795,6 +795,19 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--reasoning-words", type=int, default=6, help="length of the default responder's reasoning"
     )
+    parser.add_argument(
+        "--responder",
+        choices=("default", "oracle"),
+        default="default",
+        help="default: a hash of the input; oracle: answers easy-arithmetic questions with the "
+        "stated accuracy and synthesis skill of pacore_graph.testing.method_oracle",
+    )
+    parser.add_argument(
+        "--oracle-accuracy",
+        type=float,
+        default=0.35,
+        help="with --responder oracle: a first-round sample's mean chance of being right",
+    )
     parser.add_argument("--latency", type=float, default=0.0, help="seconds per request")
     parser.add_argument("--latency-jitter", type=float, default=0.0)
     parser.add_argument("--failure-rate", type=float, default=0.0)
@@ -805,7 +818,13 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 async def _serve(args: argparse.Namespace) -> None:
-    respond = functools.partial(default_respond, reasoning_words=args.reasoning_words)
+    respond: RespondFn
+    if args.responder == "oracle":
+        from pacore_graph.testing.method_oracle import MethodOracle
+
+        respond = MethodOracle(accuracy=args.oracle_accuracy)
+    else:
+        respond = functools.partial(default_respond, reasoning_words=args.reasoning_words)
     server = ScriptedServer(
         respond,
         model=args.model,
