@@ -561,7 +561,8 @@ def _group_commit_saver(base: type) -> type:
                     ("DELETE FROM pacore_blobs WHERE thread_id = ?", (str(thread_id),)),
                 ]
             )
-            self._whole = {key for key in self._whole if key[0] != str(thread_id)}
+            # In place: the graph's copy of this saver (``with_pacore_types``) shares the set.
+            self._whole.difference_update({key for key in self._whole if key[0] == str(thread_id)})
             self._skipped.pop(str(thread_id), None)
             self._unsaved.pop(str(thread_id), None)
             self._written.pop(str(thread_id), None)
