@@ -10,12 +10,19 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from pacore_graph.eval.datasets import easy_arithmetic_problems, write_jsonl
 from pacore_graph.eval.harness import run_eval
-from pacore_graph.eval.methods import build_method_graph, parse_method, parse_methods
+from pacore_graph.eval.methods import (
+    build_method_graph,
+    method_settings,
+    parse_method,
+    parse_methods,
+)
+from pacore_graph.graph.builder import ainvoke_pacore
 from pacore_graph.llm.client import OpenAICompatClient
 from pacore_graph.runs.runner import read_dataset
 from pacore_graph.settings.config import PaCoReConfig, RetryPolicy, SamplingParams
@@ -120,3 +127,58 @@ def test_build_method_graph_names_each_family() -> None:
     ]:
         graph = build_method_graph(parse_method(text), client, config=config)
         assert graph.name == name
+
+
+def test_method_settings_name_what_the_listed_methods_read() -> None:
+    config = PaCoReConfig()
+    assert method_settings(parse_methods("single,majority:4,pacore:low"), config) == {}
+    assert method_settings(parse_methods("rsa:4,2,2"), config) == {"rsa_final": "majority"}
+    offline = method_settings(parse_methods("deepconf:4"), config)
+    assert offline == {"deepconf_keep": 0.1, "deepconf_window": 2048}
+    assert method_settings(parse_methods("deepconf-online:4"), config)["deepconf_keep"] == 0.9
+    both = method_settings(parse_methods("deepconf:4,deepconf-online:4"), config)
+    assert both["deepconf_keep"] == "0.1 (deepconf), 0.9 (deepconf-online)"
+    chosen = config.with_settings(
+        {
+            "reference_filter": "confidence:0.5",
+            "consensus_weight": "confidence",
+            "early_stop_consensus": 0.7,
+            "rsa_final": "aggregate",
+            "deepconf_keep": 0.3,
+            "deepconf_window": 64,
+        }
+    )
+    assert method_settings(parse_methods("pacore:low,rsa:4,2,2,deepconf-online:4"), chosen) == {
+        "reference_filter": "confidence:0.5",
+        "consensus_weight": "confidence",
+        "rsa_final": "aggregate",
+        "deepconf_keep": 0.3,
+        "deepconf_window": 64,
+    }
+    assert method_settings(parse_methods("single"), chosen) == {}  # no method reads them
+
+
+async def test_build_method_graph_hands_each_family_its_settings_from_the_config() -> None:
+    config = PaCoReConfig(
+        retry=RetryPolicy(max_attempts=1),
+        sampling=SamplingParams(seed=BASE),
+        rsa_final="aggregate",
+        reference_filter="confidence:0.5",
+        deepconf_window=4,
+    )
+    async with ScriptedServer(respond) as srv:
+        client = OpenAICompatClient(srv.base_url, "scripted", retry=RetryPolicy(max_attempts=1))
+
+        async def run(spec: str) -> tuple[Any, list[Any]]:
+            srv.requests.clear()
+            graph = build_method_graph(parse_method(spec), client, config=config)
+            return await ainvoke_pacore(graph, QUESTIONS[0]), [r.body for r in srv.requests]
+
+        rsa, _ = await run("rsa:3,2,2")
+        pacore, pacore_bodies = await run("pacore:4")
+        offline, _ = await run("deepconf:4")
+        await client.aclose()
+    assert rsa.schedule == (3, 3, 1)  # rsa_final aggregate: one more aggregation
+    assert pacore.extra["round_control"][0]["reference_filter"] == "confidence:0.5"
+    assert all(b["logprobs"] is True for b in pacore_bodies)  # the confidence graph asks
+    assert offline.extra["window"] == 4
