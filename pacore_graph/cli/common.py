@@ -14,7 +14,7 @@ import os
 import sys
 import time
 import urllib.parse
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -155,7 +155,49 @@ def _resolve_settings(args: argparse.Namespace) -> argparse.Namespace:
     except ValidationError as exc:
         raise UsageError(format_settings_error(exc)) from None
     resolved = {name: getattr(settings, name) for name in fields}
-    return argparse.Namespace(**{**vars(args), **resolved, "settings": settings})
+    # Which options were typed as flags (not read from PACORE_*): a flag is this command's
+    # own, so one that would change nothing is refused (:func:`_check_method_settings`).
+    typed = frozenset(name for name in fields if getattr(args, name) is not None)
+    return argparse.Namespace(
+        **{**vars(args), **resolved, "settings": settings, "flags_given": typed}
+    )
+
+
+#: Who reads each method family's settings, as the user names them in errors.
+_FAMILY_TEXT = {
+    "pacore": "PaCoRe (no --method, or pacore:...)",
+    "rsa": "rsa:N,K,T",
+    "deepconf": "deepconf:N",
+    "deepconf-online": "deepconf-online:N",
+}
+
+
+def _check_method_settings(args: argparse.Namespace, families: Collection[str], runs: str) -> None:
+    """Refuse a method setting typed as a flag that none of the command's methods reads.
+
+    ``families`` are the method families the command runs and ``runs`` says
+    which, as typed (``--method rsa:3,2,2``). A variable (``PACORE_RSA_FINAL``)
+    may be set for other runs: it applies where it can and is ignored
+    elsewhere. A flag would change nothing, which is a mistake worth one line
+    before any model call.
+    """
+    from pacore_graph.settings.options import METHOD_SETTING_FAMILIES
+
+    given: Collection[str] = getattr(args, "flags_given", frozenset())
+    for name, readers in METHOD_SETTING_FAMILIES.items():
+        if name in given and not set(readers) & set(families):
+            flag = "--" + name.replace("_", "-")
+            who = " and ".join(_FAMILY_TEXT.get(r, r) for r in readers)
+            raise UsageError(f"{flag} applies to {who}, which {runs} does not run")
+    if (
+        "consensus_weight" in given
+        and getattr(args, "consensus_weight", None) == "confidence"
+        and getattr(args, "early_stop_consensus", None) is None
+    ):
+        raise UsageError(
+            "--consensus-weight confidence weighs the votes of --early-stop-consensus: "
+            "give --early-stop-consensus F too"
+        )
 
 
 def _format_validation(exc: ValidationError) -> str:

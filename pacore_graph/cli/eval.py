@@ -10,6 +10,7 @@ from pacore_graph.cli.common import (
     EXIT_SKIPPED_INPUT,
     UsageError,
     _check_base_urls,
+    _check_method_settings,
     _checkpointer,
     _client,
     _endpoint,
@@ -38,6 +39,7 @@ async def _eval(args: argparse.Namespace) -> int:
         return await run_suite(args, category_graders)
     if not args.dataset:
         raise UsageError("--dataset is required (or --suite table1)")
+    _check_method_settings(args, {m.family for m in methods}, f"--methods {args.methods}")
     spec = check_dataset_arg(args.dataset, "--dataset")
     if args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out {args.out}: is a file; pacore eval writes a folder there")
@@ -80,8 +82,11 @@ async def _eval_with(
     meta: dict[str, Any] | None = None,
 ) -> int:
     from pacore_graph.eval.harness import run_eval
+    from pacore_graph.eval.methods import method_settings
 
     grader, category_graders = graders
+    # The methods' own settings go in the report: evals differing in one are told apart.
+    report_meta = {**(meta or {"dataset": str(args.dataset)}), **method_settings(methods, config)}
 
     async with _endpoint(args) as endpoint:
         client = _client(args, endpoint, config)
@@ -101,7 +106,7 @@ async def _eval_with(
                         category_graders=category_graders,
                         compactor=compactor,
                         progress=not args.no_progress,
-                        meta=meta or {"dataset": str(args.dataset)},
+                        meta=report_meta,
                         tracing=trace_options,
                         checkpointer=saver,
                     )

@@ -192,8 +192,9 @@ def _run_args(run: argparse.ArgumentParser) -> None:
     )
     run.add_argument(
         "--method",
-        help="run another method by its eval spec: single, majority:K, refine:R, rsa:N,K,T, "
-        "deepconf:N, deepconf-online:N, pacore:... (default: PaCoRe with --rounds/--preset)",
+        help="run another method by its eval spec: single, majority:K, refine:R, rsa:N,K,T "
+        "(--rsa-final), deepconf:N and deepconf-online:N (--deepconf-keep, --deepconf-window), "
+        "pacore:... (default: PaCoRe with --rounds/--preset)",
     )
     _add_checkpoint_arg(run, "OUTPUT" + RUN_CHECKPOINT_SUFFIX)
     _add_ray_args(run)
@@ -214,7 +215,8 @@ def _eval_args(ev: argparse.ArgumentParser) -> None:
         "--methods",
         default="pacore:low,single,majority:4",
         help="comma-separated: pacore:low|medium|high|8+2, single, majority:K, refine:R, "
-        "rsa:N,K,T, deepconf:N, deepconf-online:N",
+        "rsa:N,K,T, deepconf:N, deepconf-online:N (each reads its own settings: --rsa-final, "
+        "--deepconf-keep, --deepconf-window, --reference-filter, --consensus-weight)",
     )
     ev.add_argument("--samples", type=int, default=1, help="independent runs per problem")
     ev.add_argument("--out", type=Path, required=True, help="output directory (resumable)")

@@ -17,6 +17,7 @@ from pacore_graph.cli.common import (
     EXIT_SKIPPED_INPUT,
     UsageError,
     _check_base_urls,
+    _check_method_settings,
     _checkpointer,
     _client,
     _endpoint,
@@ -53,6 +54,11 @@ async def _run(args: argparse.Namespace) -> int:
     _check_base_urls(args.base_url)
     config, compactor = _prepare(args)
     method = _method(args)
+    _check_method_settings(
+        args,
+        {method.family if method is not None else "pacore"},
+        f"--method {method.text}" if method is not None else "PaCoRe",
+    )
     template = _template(args.template)
     if args.output is not None:
         _writable_file(args.output, "--output")
@@ -125,7 +131,7 @@ async def _run_with(
     async with _endpoint(args) as endpoint:
         if importing is not None:
             await importing
-        from pacore_graph.graph.builder import ainvoke_pacore, build_pacore_graph
+        from pacore_graph.graph.builder import ainvoke_pacore
 
         client = _client(args, endpoint, config)
         try:
@@ -136,9 +142,12 @@ async def _run_with(
                     method, client, config=config, compactor=compactor, tracing=trace_options
                 )
             else:
+                from pacore_graph.graphs.pacore_confidence import build_pacore_for_config
+
                 if method is not None:  # pacore:SPEC names the round widths
                     config = config.with_settings({"rounds": list(method.rounds)})
-                graph = build_pacore_graph(
+                # The plain graph, or with confidence (--reference-filter, --consensus-weight).
+                graph = build_pacore_for_config(
                     client,
                     config=config,
                     compactor=compactor,

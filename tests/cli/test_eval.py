@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Iterator
@@ -11,6 +12,7 @@ import pytest
 from eval_support import (
     PNG_MAGIC,
     PROBLEMS,
+    SYNTHESIS_START,
     report,
     respond,
     result_lines,
@@ -19,7 +21,7 @@ from eval_support import (
 from pacore_graph.cli import main
 from pacore_graph.eval.datasets import write_jsonl
 from pacore_graph.runs.runner import read_dataset
-from pacore_graph.testing import ScriptedServer
+from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
 
 # --------------------------------------------------------------------------- CLI
 
@@ -185,4 +187,92 @@ def test_cli_eval_without_ground_truth_exits_2(
     write_jsonl([{"id": "q", "messages": [{"role": "user", "content": "Hi?"}]}], path)
     assert main(eval_args(path, "single", server.base_url, tmp_path / "eval")) == 2
     assert "no record has a ground truth" in capsys.readouterr().err
+    assert server.request_count == 0
+
+
+# ------------------------------------------- the methods' own settings (issue 21)
+
+
+def test_cli_eval_rsa_final_aggregate_adds_one_aggregation_and_is_reported(
+    server: ScriptedServer, dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    voted, aggregated = tmp_path / "voted", tmp_path / "aggregated"
+    assert main(eval_args(dataset, "rsa:2,2,2", server.base_url, voted)) == 0
+    assert server.request_count == 4 * (1 + 2)  # per problem: one n=2 request, two aggregations
+    argv = [
+        *eval_args(dataset, "rsa:2,2,2", server.base_url, aggregated),
+        "--rsa-final",
+        "aggregate",
+    ]
+    assert main(argv) == 0
+    assert server.request_count == 4 * (1 + 2) + 4 * (1 + 2 + 1)
+    assert report(voted)["rsa_final"] == "majority"
+    assert report(aggregated)["rsa_final"] == "aggregate"
+    assert re.search(r"rsa_final\W+aggregate", (aggregated / "report.md").read_text("utf-8"))
+    for line in result_lines(aggregated):
+        assert [len(r) for r in line["result"]["rounds"]] == [2, 2, 1]
+    capsys.readouterr()
+
+
+def sure_by_sample(req: ScriptedRequest) -> ScriptedReply:
+    """``respond``'s answers, explorer ``s`` of a problem as sure as ``[3, 1, 2, 4][s]``."""
+    return dataclasses.replace(respond(req), confidence=(3.0, 1.0, 2.0, 4.0)[req.sample_index])
+
+
+def test_cli_eval_reference_filter_applies_to_its_pacore_methods_and_is_reported(
+    dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "eval"
+    with ScriptedServer(sure_by_sample).run_in_thread() as srv:
+        argv = eval_args(dataset, "pacore:4,single", srv.base_url, out)
+        assert main([*argv, "--reference-filter", "confidence:0.5"]) == 0
+        bodies = [r.body for r in srv.requests]
+    syntheses = [b for b in bodies if b["messages"][-1]["content"].startswith(SYNTHESIS_START)]
+    assert len(syntheses) == 4
+    for body in syntheses:  # the sure half of each problem's four explorers: samples 0 and 3
+        assert len(re.findall(r"Reference \d+:", body["messages"][-1]["content"])) == 2
+    explorers = [b for b in bodies if b.get("n") == 4]
+    assert len(explorers) == 4
+    assert all(b.get("logprobs") is True for b in [*explorers, *syntheses])
+    singles = [b for b in bodies if b.get("n", 1) == 1 and b not in syntheses]
+    assert len(singles) == 4 and not any(b.get("logprobs") for b in singles)  # not PaCoRe
+    data = report(out)
+    assert data["reference_filter"] == "confidence:0.5" and "rsa_final" not in data
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize(
+    ("methods", "flags", "message"),
+    [
+        (
+            "single",
+            ["--rsa-final", "aggregate"],
+            "--rsa-final applies to rsa:N,K,T, which --methods single",
+        ),
+        (
+            "rsa:2,2,1",
+            ["--reference-filter", "confidence:0.5"],
+            "--reference-filter applies to PaCoRe",
+        ),
+        (
+            "pacore:2",
+            ["--reference-filter", "confidence:2"],
+            "--reference-filter: the confidence share",
+        ),
+        ("deepconf:2", ["--deepconf-keep", "2"], "--deepconf-keep: "),
+    ],
+)
+def test_cli_eval_method_settings_no_method_reads_are_one_line_and_send_nothing(
+    server: ScriptedServer,
+    dataset: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    methods: str,
+    flags: list[str],
+    message: str,
+) -> None:
+    assert main([*eval_args(dataset, methods, server.base_url, tmp_path / "eval"), *flags]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("pacore: error: ") and message in err, err
+    assert err.strip().count("\n") == 0
     assert server.request_count == 0
