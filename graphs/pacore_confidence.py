@@ -204,13 +204,16 @@ def build_pacore_for_config(
     limiter: SequenceLimiter | None = None,
     tracing: TraceOptions | bool | None = None,
     checkpointer: Any = None,
+    compactors: CompactorRegistry | Mapping[str, Compactor] | None = None,
+    limits: RequestLimits | None = None,
 ) -> Any:
     """The PaCoRe graph ``config`` describes: with confidence when it asks, else the plain one.
 
     One place decides, so ``pacore run`` (a question or ``--input``) and
     ``pacore eval``'s ``pacore:...`` methods build the same graph for the same
-    settings; the plain graph is untouched (no log-probabilities asked) when
-    neither confidence option is set.
+    settings (a served graph reading ``PACORE_REFERENCE_FILTER`` would too);
+    the plain graph is untouched (no log-probabilities asked) when neither
+    confidence option is set. The keywords are the builder's.
     """
     common: dict[str, Any] = {
         "config": config,
@@ -219,6 +222,8 @@ def build_pacore_for_config(
         "limiter": limiter,
         "tracing": tracing,
         "checkpointer": checkpointer,
+        "compactors": compactors,
+        "limits": limits,
     }
     if wants_confidence(config):
         return build_pacore_confidence_graph(client, **common)
