@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from pacore_graph.eval.grade import Grader
-from pacore_graph.eval.report import MethodStats, summarize
+from pacore_graph.eval.report import MethodStats, dataset_label, summarize
 from pacore_graph.runs.atomic import write_text_atomic
 from pacore_graph.runs.jsonl import iter_objects
 
@@ -232,6 +232,20 @@ class _Pins:
         write_text_atomic(self.path, json.dumps({"majority_k": self.majority_k}, indent=1))
 
 
+def _shared_notes(loaded: Any) -> list[str]:
+    """The loader's notes with the dataset named as ``report.md`` names it.
+
+    ``table1.md`` is pasted and committed like ``report.md``: a local copy's
+    absolute path (``/tmp/pytest-.../hle/test.parquet``) tells a reader
+    nothing, so it is shortened by :func:`~pacore_graph.eval.report.dataset_label`.
+    """
+    source = str(loaded.source)
+    label = dataset_label(source)
+    return [
+        label + line[len(source) :] if line.startswith(source) else line for line in loaded.notes()
+    ]
+
+
 async def run_table1(
     client: Any,
     *,
@@ -289,7 +303,7 @@ async def run_table1(
         spec = (datasets or {}).get(bench.key, bench.dataset)
         loaded = load(spec, since=bench.since, until=bench.until)
         records = list(loaded.records)[:limit] if limit is not None else list(loaded.records)
-        notes += [f"{bench.title}: {line}" for line in loaded.notes()]
+        notes += [f"{bench.title}: {line}" for line in _shared_notes(loaded)]
         folder = out_dir / bench.key
         graders: dict[str, Grader] = {"code": code}
         if bench.judged and judge is not None:
