@@ -27,6 +27,8 @@ from pacore_graph.llm.client import OpenAICompatClient
 from pacore_graph.settings.config import PaCoReConfig
 from pacore_graph.testing.scripted_server import ScriptedServer
 
+REPRODUCE_MD = Path(__file__).resolve().parents[2] / "docs" / "reproduce.md"
+
 
 @pytest.fixture(scope="module")
 def servers() -> Iterator[tuple[ScriptedServer, ScriptedServer]]:
@@ -87,6 +89,9 @@ def test_table1_end_to_end(servers: tuple[ScriptedServer, ScriptedServer], tmp_p
     assert "- HLE (text): test.parquet: skipped 1 image question(s)" in table.splitlines()
     assert str(tmp_path) not in table
     assert "majority:5 is matched to pacore:low" in table
+
+    # docs/reproduce.md shows this very table ("What the end-to-end test produces").
+    assert f"```markdown\n{table.rstrip()}\n```" in REPRODUCE_MD.read_text(encoding="utf-8")
 
     # Resumed: nothing runs again, no verdict is asked again, the table is the same.
     before = (model.request_count, judge_server.request_count)

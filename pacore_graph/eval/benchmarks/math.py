@@ -2,9 +2,10 @@ r"""Competition math with a final answer: HMMT February 2025 and AIME 2025 (Math
 
 MathArena publishes both as hub datasets with one layout (split ``train``):
 ``problem_idx`` (int), ``problem`` (LaTeX text), ``answer`` (text or int) and
-``problem_type`` (a list of areas such as ``["Combinatorics"]``)
-(huggingface.co/datasets/MathArena/hmmt_feb_2025 and .../aime_2025; the
-column layout is also the one DESIGN.md records as read on 2026-11-24).
+``problem_type`` (a list of areas such as ``["Combinatorics"]``), as each
+dataset card lists them under "Data Fields" and in its ``dataset_info``
+features (huggingface.co/datasets/MathArena/hmmt_feb_2025/blob/main/README.md
+and the same file of MathArena/aime_2025).
 The prompt appends the instruction reasoning models are evaluated with
 ("Please reason step by step, and put your final answer within
 \boxed{}."), the answer the ``math`` grader (math-verify) reads.
