@@ -17,16 +17,18 @@ from pacore_graph.lazy import lazy_getattr
 if TYPE_CHECKING:
     from pacore_graph.testing.hostile_upstream import HostileServer
     from pacore_graph.testing.method_oracle import MethodOracle
+    from pacore_graph.testing.script import (
+        RespondFn,
+        ScriptedReply,
+        ScriptedRequest,
+        ScriptedToolCall,
+    )
     from pacore_graph.testing.scripted_server import (
         DISCONNECT_STATUS,
         FailureMode,
         LoggedRequest,
         ReasoningMode,
-        RespondFn,
-        ScriptedReply,
-        ScriptedRequest,
         ScriptedServer,
-        ScriptedToolCall,
         count_tokens,
         default_respond,
     )
@@ -57,5 +59,8 @@ _LOCATIONS = {
 }
 _LOCATIONS["HostileServer"] = "hostile_upstream"
 _LOCATIONS["MethodOracle"] = "method_oracle"
+_LOCATIONS.update(
+    dict.fromkeys(("RespondFn", "ScriptedReply", "ScriptedRequest", "ScriptedToolCall"), "script")
+)
 
 __getattr__ = lazy_getattr(__name__, _LOCATIONS, globals())

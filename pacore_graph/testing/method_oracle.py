@@ -42,7 +42,7 @@ import random
 import re
 from collections import Counter
 
-from pacore_graph.testing.scripted_server import ScriptedReply, ScriptedRequest
+from pacore_graph.testing.script import ScriptedReply, ScriptedRequest
 
 __all__ = ["MethodOracle", "oracle_truth"]
 
