@@ -50,6 +50,10 @@ MAX_TOP_LOGPROBS: Final = 20
 #: The floor of a reported log-probability (vLLM's): ``-inf`` is not JSON.
 MIN_LOGPROB: Final = -9999.0
 
+#: Below this largest logit (in absolute value), ``sum(exp(x))`` over a
+#: vocabulary of up to ~2**30 entries neither overflows nor underflows to 0.
+_UNSHIFTED_EXP_LIMIT: Final = 680.0
+
 try:  # numpy is optional: not a dependency of the embedded extra (see the module docstring)
     import numpy as _np
 except ImportError:  # pragma: no cover - exercised only where numpy is absent
@@ -79,7 +83,12 @@ def _top_ids_pure(logits: list[float], k: int, kth: float) -> list[int]:
 def _log_softmax_top_pure(logits: list[float], k: int) -> tuple[float, list[int]]:
     largest = heapq.nlargest(max(k, 1), logits)
     peak = largest[0]
-    lse = peak + math.log(sum(map(math.exp, map(sub, logits, repeat(peak)))))
+    if abs(peak) < _UNSHIFTED_EXP_LIMIT:
+        # No overflow (exp(709) is the largest double) nor a zero sum: skip the
+        # shift by the peak, a second pass over the row (~40% of this function).
+        lse = math.log(sum(map(math.exp, logits)))
+    else:
+        lse = peak + math.log(sum(map(math.exp, map(sub, logits, repeat(peak)))))
     return lse, _top_ids_pure(logits, k, largest[k - 1]) if k else []
 
 

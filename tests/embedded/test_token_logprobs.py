@@ -64,10 +64,12 @@ def test_ties_are_broken_by_the_lower_id_as_llama_cpp_greedy_does(use_numpy: boo
     assert flat == [0, 1, 2]
 
 
-def test_large_logits_do_not_overflow(use_numpy: bool) -> None:
+def test_large_logits_neither_overflow_nor_underflow(use_numpy: bool) -> None:
     lse, top = log_softmax_top([1000.0, 999.0, -1000.0], 2, use_numpy=use_numpy)
     assert lse == pytest.approx(1000.0 + math.log(1 + math.exp(-1)))
     assert top == [0, 1]
+    lse, _ = log_softmax_top([-1000.0, -1001.0], 0, use_numpy=use_numpy)  # exp(x) == 0.0
+    assert lse == pytest.approx(-1000.0 + math.log(1 + math.exp(-1)))
 
 
 def test_k_out_of_range_is_refused() -> None:
