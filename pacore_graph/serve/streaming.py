@@ -12,9 +12,12 @@ when the graph emits them, and otherwise derives the same progress from the
 node updates (``round``, ``explore``, ``compact``, ``finalize``), so the
 server works with graphs that do not emit custom events. When the final
 round's tokens were not streamed, the answer is sent as one ``content``
-delta once the run is done. A leading ``<think>...</think>`` in the streamed
-content (an upstream without a reasoning parser) goes out as reasoning, so
-the streamed ``content`` equals the non-streamed answer.
+delta once the run is done. A method whose answer is a vote (RSA, DeepConf,
+majority: ``synthesis=False``) has no synthesis round: every round's
+explorers are reported, no round's tokens are streamed, and the chosen
+answer goes out as that one delta. A leading ``<think>...</think>`` in the
+streamed content (an upstream without a reasoning parser) goes out as
+reasoning, so the streamed ``content`` equals the non-streamed answer.
 """
 
 from __future__ import annotations
@@ -142,20 +145,25 @@ class ProgressTranslator:
 
     Feed each ``(mode, payload)`` item to :meth:`feed`; it yields deltas
     (``{"reasoning_content": ...}`` or ``{"content": ...}``). ``result`` is the
-    run's record once the ``finalize`` update has gone by.
+    run's record once the ``finalize`` update has gone by. ``schedule`` is the
+    run's planned widths; ``synthesis`` says its last round writes the answer
+    (PaCoRe's K=1 round) rather than an aggregator choosing it.
     """
 
     schedule: tuple[int, ...]
+    synthesis: bool = True
     result: PaCoReResult | None = None
     streamed_content: bool = False
     _custom: bool = False
     _round: int = -1
+    _width: int = 0
     _done_in_round: int = 0
     _think: ThinkSplitter = field(default_factory=lambda: ThinkSplitter())
 
     @property
-    def final_round(self) -> int:
-        return len(self.schedule) - 1
+    def final_round(self) -> int | None:
+        """The synthesis round's index (its tokens are the answer); None for a voted answer."""
+        return len(self.schedule) - 1 if self.synthesis else None
 
     def feed(self, mode: str, payload: Any) -> Iterator[dict[str, Any]]:
         if mode == "custom" and isinstance(payload, Mapping) and "event" in payload:
@@ -173,7 +181,11 @@ class ProgressTranslator:
     def _event(self, event: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
         kind = event.get("event")
         if kind == "round_started":
-            yield from self._round_started(int(event.get("round", self._round + 1)))
+            width = event.get("width")
+            yield from self._round_started(
+                int(event.get("round", self._round + 1)),
+                width if isinstance(width, int) and not isinstance(width, bool) else None,
+            )
         elif kind == "explorer_finished":
             yield from self._explorer_finished(
                 int(event.get("round", self._round)),
@@ -244,10 +256,12 @@ class ProgressTranslator:
 
     # -- the text clients see ----------------------------------------------------
 
-    def _round_started(self, r: int) -> Iterator[dict[str, Any]]:
-        self._round, self._done_in_round = r, 0
+    def _round_started(self, r: int, width: int | None = None) -> Iterator[dict[str, Any]]:
+        """A round's header; ``width`` is the event's (a token budget may shrink a round)."""
         total = len(self.schedule)
-        width = self.schedule[r] if 0 <= r < total else 0
+        if width is None:
+            width = self.schedule[r] if 0 <= r < total else 0
+        self._round, self._width, self._done_in_round = r, width, 0
         if r == self.final_round:
             text = f"Round {r + 1}/{total}: synthesising the answer.\n"
         else:
@@ -260,7 +274,10 @@ class ProgressTranslator:
         if r == self.final_round:
             return
         self._done_in_round += 1
-        width = self.schedule[r] if 0 <= r < len(self.schedule) else 0
+        if r == self._round:
+            width = self._width
+        else:
+            width = self.schedule[r] if 0 <= r < len(self.schedule) else 0
         # The error text may name the upstream's URL or quote its body: never sent.
         status = "failed" if error else f"{tokens} tokens"
         yield {
@@ -274,9 +291,7 @@ class ProgressTranslator:
     ) -> Iterator[dict[str, Any]]:
         if r == self.final_round:
             return
-        yield {
-            "reasoning_content": (
-                f"Round {r + 1} done: {messages} messages for the next round, "
-                f"{failures} failed, {tokens} tokens.\n"
-            )
-        }
+        voted = not self.synthesis and r == len(self.schedule) - 1
+        kept = "answers to vote on" if voted else "messages for the next round"
+        text = f"Round {r + 1} done: {messages} {kept}, {failures} failed, {tokens} tokens.\n"
+        yield {"reasoning_content": text}

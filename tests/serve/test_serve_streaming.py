@@ -112,6 +112,57 @@ def test_node_updates_alone_give_the_same_progress() -> None:
     assert t.result is not None
 
 
+def test_a_voted_answer_has_no_synthesis_round() -> None:
+    """RSA, DeepConf, majority: every round's explorers reported, no round's tokens streamed."""
+    t = ProgressTranslator(schedule=(2, 2), synthesis=False)
+    assert t.final_round is None
+    items: list[tuple[str, Any]] = []
+    for r in range(2):
+        items += [
+            ("custom", {"event": "round_started", "round": r, "width": 2}),
+            (
+                "custom",
+                {"event": "explorer_finished", "round": r, "index": 0, "completion_tokens": 5},
+            ),
+            ("messages", (AIMessageChunk(content="a candidate, not the answer"), {})),
+            (
+                "custom",
+                {"event": "explorer_finished", "round": r, "index": 1, "completion_tokens": 4},
+            ),
+            (
+                "custom",
+                {"event": "round_compacted", "round": r, "messages": 2, "completion_tokens": 9},
+            ),
+        ]
+    items.append(("updates", {"finalize": {"result": result()}}))
+    deltas = [d for mode, payload in items for d in t.feed(mode, payload)]
+    assert texts(deltas, "reasoning_content") == (
+        "Round 1/2: 2 parallel explorers.\n"
+        "  explorer 1 done [1/2]: 5 tokens\n"
+        "  explorer 2 done [2/2]: 4 tokens\n"
+        "Round 1 done: 2 messages for the next round, 0 failed, 9 tokens.\n"
+        "Round 2/2: 2 parallel explorers.\n"
+        "  explorer 1 done [1/2]: 5 tokens\n"
+        "  explorer 2 done [2/2]: 4 tokens\n"
+        "Round 2 done: 2 answers to vote on, 0 failed, 9 tokens.\n"
+    )
+    assert texts(deltas, "content") == "" and not t.streamed_content  # the server sends it
+    assert t.result is not None
+
+
+def test_a_round_started_event_gives_the_width_run() -> None:
+    """A round a token budget shrank is reported at the width it runs, not the plan's."""
+    t = ProgressTranslator(schedule=(4, 8, 1))
+    items: list[tuple[str, Any]] = [
+        ("custom", {"event": "round_started", "round": 1, "width": 3}),
+        ("custom", {"event": "explorer_finished", "round": 1, "index": 2, "completion_tokens": 1}),
+    ]
+    deltas = [d for mode, payload in items for d in t.feed(mode, payload)]
+    assert texts(deltas, "reasoning_content") == (
+        "Round 2/3: 3 parallel explorers.\n  explorer 3 done [1/3]: 1 tokens\n"
+    )
+
+
 def test_chunk_shapes() -> None:
     c = StreamChunks(id="chatcmpl-1", model="pacore-low", created=7)
     assert c.chunk({"content": "x"}) == {
