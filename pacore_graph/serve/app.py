@@ -1,12 +1,17 @@
-"""The ASGI app: ``/v1/models`` and ``/v1/chat/completions`` over the PaCoRe graph.
+"""The ASGI app: ``/v1/models`` and ``/v1/chat/completions`` over the method graphs.
 
 Built on FastAPI/Starlette like vLLM's OpenAI-compatible server, served by
-uvicorn (see :mod:`pacore_graph.serve.server`). Each request runs the same
+uvicorn (see :mod:`pacore_graph.serve.server`). A PaCoRe request runs the same
 compiled graph the library builds (:func:`~pacore_graph.build_pacore_graph`),
 built once with the server's settings; a request's own settings (its model
 name's rounds, ``temperature``, ``compactor`` ...) are that run's LangGraph
-context, as for any caller of the graph. All runs share one upstream client
-and one limit on samples in flight.
+context, as for any caller of the graph. A request for another method
+(``rsa:16,4,10``, ``deepconf-online:16``, ...) runs that method's graph
+(:func:`~pacore_graph.eval.methods.build_method_graph`, the one ``pacore run
+--method`` and ``pacore eval`` run), compiled on first use and kept
+(:mod:`pacore_graph.serve.method_graphs`), with the same settings as context.
+All runs share one upstream client, one limit on samples in flight, one
+queue and one set of metrics.
 
 Lifecycle rules a client can rely on:
 
@@ -38,7 +43,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hmac
+import inspect
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -54,11 +61,13 @@ from starlette.types import Receive, Scope, Send
 from pacore_graph.control.limits import SequenceLimiter
 from pacore_graph.errors import ModelCallError, RoundFailedError
 from pacore_graph.graph.builder import build_pacore_graph
+from pacore_graph.graph.compactor_registry import BUILTIN_COMPACTOR_NAMES
 from pacore_graph.graph.records import PaCoReResult
 from pacore_graph.llm.client import ChatClient
 from pacore_graph.llm.multi_client import chat_client_for
 from pacore_graph.serve.errors import APIError, error_body, error_response
 from pacore_graph.serve.guard import BodyGuard, decode_json
+from pacore_graph.serve.method_graphs import MethodGraphs, progress_schedule
 from pacore_graph.serve.metrics import CONTENT_TYPE, ReplicaCounts, ServeMetrics
 from pacore_graph.serve.passthrough import (
     Passthrough,
@@ -77,7 +86,8 @@ from pacore_graph.serve.protocol import (
 from pacore_graph.serve.queue import QueueFullError, QueueTimeoutError, RunQueue
 from pacore_graph.serve.settings import ServeSettings
 from pacore_graph.serve.streaming import ProgressTranslator, StreamChunks, sse, sse_done
-from pacore_graph.settings.grammar import LISTED_MODELS, parse_model_name
+from pacore_graph.settings.grammar import SERVED_MODELS, MethodSpec, is_served_name
+from pacore_graph.settings.request_limits import RequestLimits
 
 __all__ = ["ServeState", "create_app"]
 
@@ -86,7 +96,7 @@ _log = logging.getLogger("pacore_graph.serve")
 
 
 class ServeState:
-    """The server's shared parts: client, graph, run queue, metrics, drain flag."""
+    """The server's shared parts: client, graphs, run queue, metrics, drain flag."""
 
     def __init__(self, settings: ServeSettings, client: ChatClient | None = None) -> None:
         self.settings = settings
@@ -110,6 +120,8 @@ class ServeState:
             limits=settings.limits,
             tracing=settings.tracing,
         )
+        #: The other served methods' graphs, over the same client, limiter and config.
+        self.methods = MethodGraphs(self._build_method)
         #: Run admission: ``max_concurrency`` slots, then a bounded FIFO queue.
         self.queue = RunQueue(
             settings.max_concurrency, settings.max_queue, settings.queue_timeout_s
@@ -144,8 +156,62 @@ class ServeState:
 
     @property
     def active(self) -> int:
-        """Runs holding a slot now (PaCoRe runs and relayed requests)."""
+        """Runs holding a slot now (method runs and relayed requests)."""
         return self.queue.running
+
+    def graph_for(self, method: MethodSpec) -> Any:
+        """The compiled graph a request's method runs: PaCoRe's one, or the method's own."""
+        return self.graph if method.family == "pacore" else self.methods.get(method)
+
+    def _build_method(self, spec: MethodSpec) -> Any:
+        """``spec``'s graph as ``pacore run --method`` builds it, on the server's parts.
+
+        The compactor is passed resolved, so a name the deployment registered
+        works as the default; the server's ``limits`` and ``compactors`` (what
+        a run's context may ask for) when the builder takes them.
+        """
+        build, shares_caps = _method_builder()
+        settings = self.settings
+        caps: dict[str, Any] = (
+            {"limits": settings.limits, "compactors": settings.compactors} if shares_caps else {}
+        )
+        return build(
+            spec,
+            self.client,
+            config=self.graph_config,
+            compactor=settings.compactors.resolve(settings.compactor),
+            limiter=self.limiter,
+            tracing=settings.tracing,
+            **caps,
+        )
+
+    def check_method_settings(self, run: RunRequest) -> None:
+        """Refuse (400) what a method's graph would otherwise refuse only once running.
+
+        While ``build_method_graph`` does not take the server's compactors and
+        caps, a method graph checks its run's context against the built-in
+        ones: a compactor the deployment registered, or ``max_tokens`` over
+        the default cap that the operator raised, would fail the run with a
+        500 after it was admitted. They are refused here instead.
+        """
+        if run.method.family == "pacore" or _method_builder()[1]:
+            return
+        name = run.settings.get("compactor")
+        if name is not None and name in self.settings.compactors:
+            raise APIError(
+                400,
+                f"'compactor': {name!r} is registered for PaCoRe models; "
+                f"{run.method.family} takes {', '.join(BUILTIN_COMPACTOR_NAMES)}",
+                param="compactor",
+            )
+        cap = RequestLimits().max_tokens_cap
+        max_tokens = run.settings.get("max_tokens")
+        if isinstance(max_tokens, int) and max_tokens > cap:
+            raise APIError(
+                400,
+                f"'max_tokens': {run.method.family} takes at most {cap} per call",
+                param="max_tokens",
+            )
 
     async def admit(self, request: Request) -> None:
         """Take a run slot, queued in arrival order; leave the queue if the client goes."""
@@ -234,6 +300,20 @@ class _DisconnectAwareStream(StreamingResponse):
             self._on_close()
 
 
+@functools.cache
+def _method_builder() -> tuple[Callable[..., Any], bool]:
+    """``build_method_graph`` (imported on first use: ~0.3 s) and whether it takes the caps.
+
+    The caps are the server's ``limits`` and ``compactors``: what a run's
+    context may ask for. All the method builders take them; the dispatcher
+    may not yet, and then :meth:`ServeState.check_method_settings` stands in.
+    """
+    from pacore_graph.eval.methods import build_method_graph
+
+    accepted = inspect.signature(build_method_graph).parameters
+    return build_method_graph, {"limits", "compactors"} <= set(accepted)
+
+
 async def _wait_disconnect(request: Request) -> None:
     while True:
         message = await request.receive()
@@ -306,7 +386,7 @@ def create_app(settings: ServeSettings, *, client: ChatClient | None = None) -> 
     @app.get("/v1/models")
     async def models(request: Request) -> Response:
         state.check_auth(request)
-        names = list(LISTED_MODELS)
+        names = list(SERVED_MODELS)
         if state.passthrough is not None:
             names += [n for n in await state.passthrough.models() if n not in names]
         return JSONResponse(listed_models(state.started, names))
@@ -347,7 +427,11 @@ def create_app(settings: ServeSettings, *, client: ChatClient | None = None) -> 
             limits=settings.limits,
             compactors=settings.compactors,
         )
-        graph = state.graph
+        state.check_method_settings(run)
+        try:
+            graph = state.graph_for(run.method)
+        except ValueError as exc:  # a spec the grammar passed but its builder refused
+            raise APIError(400, f"'model': {exc}", param="model") from None
         await state.admit(request)
         inputs = {"messages": list(run.messages)}
         if run.stream:
@@ -401,7 +485,10 @@ async def _stream(
 ) -> AsyncIterator[bytes]:
     """The SSE body: progress as reasoning, then the answer, usage and [DONE]."""
     chunks = StreamChunks(id=completion_id(), model=run.model)
-    translator = ProgressTranslator(schedule=(*run.rounds, 1))
+    schedule, synthesis = progress_schedule(run.method)
+    if run.method.family == "pacore":
+        schedule = (*run.rounds, 1)  # a body's rounds replace the model name's
+    translator = ProgressTranslator(schedule=schedule, synthesis=synthesis)
     queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
 
     async def pump() -> None:
@@ -466,17 +553,17 @@ async def _stream(
 
 
 async def _relayed(state: ServeState, body: Any) -> bool:
-    """Whether the request names a plain model an upstream serves (not a PaCoRe name)."""
+    """Whether the request names a plain model an upstream serves (not a served method's name).
+
+    A name in the methods' grammar (``rsa:0,1,1`` too) is never relayed: it
+    is answered here, or refused without asking any upstream.
+    """
     if state.passthrough is None or not isinstance(body, dict):
         return False
     model = body.get("model")
-    if not isinstance(model, str) or not model:
+    if not isinstance(model, str) or not model or is_served_name(model):
         return False
-    try:
-        parse_model_name(model)
-    except ValueError:
-        return await state.passthrough.serves(model)
-    return False
+    return await state.passthrough.serves(model)
 
 
 async def _passthrough(

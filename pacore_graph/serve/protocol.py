@@ -14,10 +14,18 @@ model name's widths) and ``compactor`` (``conclusion``, ``answer``,
 ``budget:N`` or a name the deployment registered; nothing a request names is
 imported).
 
+The model name picks the method (:func:`~pacore_graph.settings.grammar.parse_served_model`):
+PaCoRe (``pacore-high``, ``pacore:8,2``) or another served method
+(``rsa:16,4,10``, ``deepconf-online:16``, ``majority:16``, or a bare family
+name for its default). ``rounds`` reshapes PaCoRe only: with another method
+it is a 400, since that method's shape is its spec; the sampling fields and
+``compactor`` apply to every method's calls.
+
 Every request goes through the server's
 :class:`~pacore_graph.settings.request_limits.RequestLimits`, the validator the graph
-and the CLI share: the rounds it asks for (by model name ``pacore:K1,K2,..``
-or ``rounds``) and its ``max_tokens`` over a cap get a 400 naming the field.
+and the CLI share: the rounds and model calls it asks for (by model name
+``pacore:K1,K2,..`` or ``rsa:N,K,T``, or by ``rounds``) and its ``max_tokens``
+over a cap get a 400 naming the field, before any upstream call.
 """
 
 from __future__ import annotations
@@ -36,7 +44,7 @@ from pacore_graph.graph.records import PaCoReResult
 from pacore_graph.serve.errors import APIError
 from pacore_graph.settings.config import PaCoReConfig
 from pacore_graph.settings.fields import SETTINGS, serve_names
-from pacore_graph.settings.grammar import parse_model_name, rounds_from
+from pacore_graph.settings.grammar import MethodSpec, parse_served_model, rounds_from
 from pacore_graph.settings.request_limits import RequestLimitError, RequestLimits
 from pacore_graph.settings.validation import first_setting
 
@@ -79,10 +87,12 @@ _NEUTRAL: dict[str, tuple[Any, ...]] = {
 class RunRequest:
     """A validated request: what to run and how to answer.
 
-    ``settings`` are the run settings the request gives (flat names, with
-    ``rounds`` from the model name when the body has none): the server's one
-    graph runs with them as its context. ``rounds`` are the configured
-    widths the run will have.
+    ``method`` is what the model name runs. ``settings`` are the run
+    settings the request gives (flat names; for PaCoRe with ``rounds`` from
+    the model name when the body has none, for another method never
+    ``rounds``): the method's graph runs with them as its context.
+    ``rounds`` are the configured widths the run will have (a method's as
+    its spec names them).
     """
 
     model: str
@@ -91,6 +101,7 @@ class RunRequest:
     settings: Mapping[str, Any]
     stream: bool
     include_usage: bool
+    method: MethodSpec
 
 
 def _bad(message: str, param: str | None = None) -> APIError:
@@ -133,6 +144,26 @@ def _within(limits: RequestLimits, param: str, **asked: Any) -> None:
         raise _bad(f"'{param}': {exc}", param) from None
 
 
+def _method(model: str, body: Mapping[str, Any], limits: RequestLimits) -> MethodSpec:
+    """The method the model name runs, within the caps (404 for a name it is not)."""
+    try:
+        method = parse_served_model(model)
+    except ValueError as exc:
+        raise APIError(404, str(exc), param="model", code="model_not_found") from None
+    if method.family != "pacore" and body.get("rounds") is not None:
+        raise _bad(
+            f"'rounds' reshapes PaCoRe models only (pacore-*, pacore:K,..); {method.family} "
+            f"takes its shape from the model name, e.g. {method.text}",
+            "rounds",
+        )
+    if body.get("rounds") is None:
+        try:
+            limits.check_method(method)  # pacore:1024,1024,.. and rsa:1024,4,10 are requests too
+        except RequestLimitError as exc:
+            raise _bad(f"'model': {exc}", "model") from None
+    return method
+
+
 def parse_request(
     body: Any,
     *,
@@ -165,17 +196,15 @@ def parse_request(
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise _bad(
-            "'model' is required: pacore-low, pacore-medium, pacore-high or pacore:K,..", "model"
+            "'model' is required: pacore-low, pacore-medium, pacore-high, pacore:K,.., "
+            "rsa:N,K,T, deepconf:N, deepconf-online:N or majority:N",
+            "model",
         )
-    try:
-        rounds = parse_model_name(model)
-    except ValueError as exc:
-        raise APIError(404, str(exc), param="model", code="model_not_found") from None
+    method = _method(model, body, limits)
+    rounds = method.rounds
     if body.get("rounds") is not None:
         rounds = _rounds(body["rounds"])
         _within(limits, "rounds", rounds=rounds)
-    else:
-        _within(limits, "model", rounds=rounds)  # pacore:1024,1024,... is a request too
     n = body.get("n")
     if n is not None and n != 1:
         raise _bad("'n' must be 1: PaCoRe returns one synthesised answer per request", "n")
@@ -203,10 +232,11 @@ def parse_request(
     if options is not None and not stream:
         raise _bad("'stream_options' is only allowed with stream: true", "stream_options")
 
-    settings: dict[str, Any] = {"rounds": rounds}
+    # A method's graph has its rounds built in: a context's rounds would replace them.
+    settings: dict[str, Any] = {"rounds": rounds} if method.family == "pacore" else {}
     for key in _SETTINGS:
         kind = SETTINGS[key].kind
-        if key in settings or kind not in (int, float):
+        if key == "rounds" or kind not in (int, float):
             continue  # rounds: above; compactor: below
         value = _number(body, key, kind)
         if value is not None:
@@ -235,6 +265,7 @@ def parse_request(
         settings=settings,
         stream=bool(stream),
         include_usage=include_usage,
+        method=method,
     )
 
 

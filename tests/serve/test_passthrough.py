@@ -19,7 +19,7 @@ import pytest
 from aiohttp import web
 from serve_support import RunningServe, running_serve
 
-from pacore_graph.serve import ServeSettings
+from pacore_graph.serve import SERVED_MODELS, ServeSettings
 from pacore_graph.settings.request_limits import RequestLimits
 from pacore_graph.testing import ScriptedServer
 from pacore_graph.testing.loopback_server import LoopbackServer
@@ -86,7 +86,7 @@ def test_models_lists_the_upstreams_names_beside_pacores(
 ) -> None:
     _, srv = fixed
     ids = [m.id for m in openai.OpenAI(base_url=srv.base_url, api_key="x").models.list()]
-    assert ids == ["pacore-low", "pacore-medium", "pacore-high", "plain-a", "plain-b"]
+    assert ids == [*SERVED_MODELS, "plain-a", "plain-b"]
 
 
 def test_a_plain_name_is_relayed_byte_for_byte(fixed: tuple[FixedUpstream, RunningServe]) -> None:
@@ -175,7 +175,7 @@ def test_no_passthrough_means_404_and_no_listing() -> None:
             sent = {"model": "plain-a", "messages": [{"role": "user", "content": "q"}]}
             assert httpx.post(f"{srv.base_url}/chat/completions", json=sent).status_code == 404
             ids = [m["id"] for m in httpx.get(f"{srv.base_url}/models").json()["data"]]
-    assert ids == ["pacore-low", "pacore-medium", "pacore-high"]
+    assert ids == list(SERVED_MODELS)
     assert upstream.bodies == []
 
 

@@ -28,7 +28,7 @@ from pacore_graph import build_pacore_graph
 from pacore_graph.graph.builder import ainvoke_pacore
 from pacore_graph.graph.seeds import explorer_seed
 from pacore_graph.llm.client import OpenAICompatClient
-from pacore_graph.serve import ServeSettings
+from pacore_graph.serve import SERVED_MODELS, ServeSettings
 from pacore_graph.settings.config import RetryPolicy, SamplingParams
 from pacore_graph.testing import ScriptedServer
 
@@ -86,8 +86,10 @@ def test_settings_validate() -> None:
 
 def test_models_listed(served: RunningServe) -> None:
     ids = [m.id for m in sdk(served).models.list()]
-    # The PaCoRe methods, then the upstream's own model (passed through by name).
-    assert ids == ["pacore-low", "pacore-medium", "pacore-high", "scripted"]
+    # The served methods (PaCoRe's presets, each other method's bare name beside
+    # its default spec), then the upstream's own model (passed through by name).
+    assert ids == [*SERVED_MODELS, "scripted"]
+    assert ids[:5] == ["pacore-low", "pacore-medium", "pacore-high", "rsa", "rsa:16,4,10"]
 
 
 def test_completion_matches_the_library(served: RunningServe, upstream: ScriptedServer) -> None:

@@ -10,7 +10,7 @@ import pytest
 from embedded_support import require_embedded
 from serve_support import running_serve, serve_process
 
-from pacore_graph.serve import ServeSettings
+from pacore_graph.serve import SERVED_MODELS, ServeSettings
 from pacore_graph.settings.config import SamplingParams
 
 pytestmark = pytest.mark.embedded
@@ -63,7 +63,7 @@ def test_pacore_serve_without_upstream_starts_the_embedded_model() -> None:
         base = server.base
         client = openai.OpenAI(base_url=f"{base}/v1", api_key="x", max_retries=0)
         ids = [m.id for m in client.models.list()]
-        plain = [name for name in ids if not name.startswith("pacore")]
+        plain = [name for name in ids if name not in SERVED_MODELS]
         reply = client.chat.completions.create(
             model="pacore:2", messages=[{"role": "user", "content": "What is 2 + 3?"}]
         )
@@ -72,7 +72,7 @@ def test_pacore_serve_without_upstream_starts_the_embedded_model() -> None:
         )
         code = server.stop()
         stderr = server.stderr()
-    assert ids[:3] == ["pacore-low", "pacore-medium", "pacore-high"] and plain
+    assert ids[: len(SERVED_MODELS)] == list(SERVED_MODELS) and plain
     assert reply.usage is not None
     assert [r["width"] for r in (reply.usage.model_extra or {})["rounds"]] == [2, 1]
     assert relayed.model == plain[0] and relayed.choices[0].message.content
