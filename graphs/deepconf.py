@@ -63,6 +63,7 @@ from pacore_graph.control.confidence import (
     DEFAULT_TOP_LOGPROBS,
     DEFAULT_WINDOW,
     WindowConfidence,
+    compact_logprobs,
     share_threshold,
     top_share,
     trajectory_confidence,
@@ -308,7 +309,7 @@ class StoppingExplorer:
             latency_s=completion.latency_s,
             references=task.references,
             tokens_estimated=completion.tokens_estimated,
-            logprobs=completion.logprobs,
+            logprobs=compact_logprobs(completion.logprobs),
             token_ids=completion.token_ids,
             artifacts={
                 "deepconf": {

@@ -47,6 +47,7 @@ __all__ = [
     "ConfidenceConsensus",
     "ConfidenceFilter",
     "WindowConfidence",
+    "compact_logprobs",
     "confidence_consensus",
     "group_confidences",
     "lowest_group_confidence",
@@ -70,9 +71,14 @@ DEFAULT_TOP_LOGPROBS = 20
 def token_confidence(entry: Mapping[str, Any]) -> float | None:
     """One token's confidence: ``-mean(top-k logprobs)``, rounded to 3 decimals.
 
-    ``entry`` is one OpenAI ``logprobs.content`` item. None when it carries no
-    number at all (a server that sent an empty entry: nothing to judge).
+    ``entry`` is one OpenAI ``logprobs.content`` item, or one kept by
+    :func:`compact_logprobs` (its ``confidence`` already computed). None when
+    it carries no number at all (a server that sent an empty entry: nothing to
+    judge).
     """
+    kept = entry.get("confidence")
+    if isinstance(kept, int | float) and not isinstance(kept, bool):
+        return float(kept)
     top = entry.get("top_logprobs")
     values: list[float] = []
     if isinstance(top, list):
@@ -87,6 +93,39 @@ def token_confidence(entry: Mapping[str, Any]) -> float | None:
             return None
         values = [float(own)]
     return round(-sum(values) / len(values), 3)
+
+
+def compact_logprobs(logprobs: Any) -> Any:
+    """A trajectory's log-probabilities as a record keeps them: each token's top-k folded.
+
+    Why: DeepConf asks for ``top_logprobs: 20``, and the server's answer is
+    about 1.2 KB per token (20 alternatives with their bytes); kept whole in
+    results lines and checkpoints, 16 traces of 10k tokens would be 200 MB per
+    problem (a 20-problem eval of 60-token traces already wrote 45 MB). What
+    anything downstream reads of them is each token's confidence (this
+    module), and its text and own log-probability (RL export), so an entry
+    with ``top_logprobs`` keeps ``token``, ``logprob`` and its computed
+    ``confidence``; the alternatives and ``bytes`` go. Anything else (no
+    alternatives, other shapes, None) is returned as it is.
+    """
+    if not isinstance(logprobs, Mapping):
+        return logprobs
+    content = logprobs.get("content")
+    if not isinstance(content, list) or not any(
+        isinstance(e, Mapping) and e.get("top_logprobs") for e in content
+    ):
+        return logprobs
+    kept: list[Any] = []
+    for entry in content:
+        if not isinstance(entry, Mapping):
+            kept.append(entry)
+            continue
+        small = {k: entry[k] for k in ("token", "logprob") if k in entry}
+        conf = token_confidence(entry)
+        if conf is not None:
+            small["confidence"] = conf
+        kept.append(small)
+    return {**logprobs, "content": kept}
 
 
 def _entries(logprobs: Any) -> list[Any]:

@@ -30,6 +30,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from langchain_core.runnables import RunnableConfig
 
+from pacore_graph.control.confidence import compact_logprobs
 from pacore_graph.errors import ModelCallError
 from pacore_graph.graph.records import Trajectory
 from pacore_graph.graph.streaming import (
@@ -172,7 +173,7 @@ class ChatExplorer:
             latency_s=c.latency_s,
             references=task.references,
             tokens_estimated=c.tokens_estimated,
-            logprobs=c.logprobs,
+            logprobs=compact_logprobs(c.logprobs),
             token_ids=c.token_ids,
         )
 

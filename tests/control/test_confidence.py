@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from pacore_graph.control.confidence import (
     ConfidenceFilter,
     WindowConfidence,
+    compact_logprobs,
     confidence_consensus,
     group_confidences,
     lowest_group_confidence,
@@ -21,6 +24,7 @@ from pacore_graph.control.confidence import (
     weighted_vote,
 )
 from pacore_graph.graph.records import Trajectory
+from pacore_graph.testing.logprobs import logprob_entries
 
 
 def entry(*top: float) -> dict[str, object]:
@@ -158,3 +162,35 @@ def test_confidence_consensus_weighs_each_vote_by_its_confidence() -> None:
     assert found.trajectory is round_[2] and found.weights == {"7": 2.0, "4": 3.0}
     with pytest.raises(ValueError, match="log-probabilities"):
         confidence_consensus([traj(0, None)])
+
+
+def test_compacted_logprobs_keep_each_tokens_confidence_and_drop_the_alternatives() -> None:
+    entries = logprob_entries(["a", "b", "c"], [2.0, 0.5, 1.25], 20)
+    raw = {"content": entries, "refusal": None}
+    small = compact_logprobs(raw)
+    assert small["refusal"] is None
+    assert small["content"] == [
+        {"token": "a", "logprob": entries[0]["logprob"], "confidence": 2.0},
+        {"token": "b", "logprob": entries[1]["logprob"], "confidence": 0.5},
+        {"token": "c", "logprob": entries[2]["logprob"], "confidence": 1.25},
+    ]
+    # What reads them sees the same trace: its confidences, and so its lowest group.
+    assert token_confidences(small) == token_confidences(raw) == [2.0, 0.5, 1.25]
+    t = Trajectory(round=0, index=0, content="x", logprobs=small)
+    assert trajectory_confidence(t, 2) == trajectory_confidence(
+        Trajectory(round=0, index=0, content="x", logprobs=raw), 2
+    )
+    assert len(json.dumps(small)) * 10 < len(json.dumps(raw))
+
+
+@pytest.mark.parametrize(
+    "logprobs",
+    [
+        None,
+        [1.0, 2.0],
+        {"content": None},
+        {"content": [{"token": "a", "logprob": -0.5, "top_logprobs": []}]},
+    ],
+)
+def test_logprobs_without_alternatives_are_kept_as_they_are(logprobs: object) -> None:
+    assert compact_logprobs(logprobs) is logprobs

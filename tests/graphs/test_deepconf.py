@@ -77,6 +77,11 @@ async def test_offline_deepconf_keeps_the_confident_share_where_the_majority_is_
     assert body["n"] == 8 and body["logprobs"] is True and body["top_logprobs"] == 20
     assert deepconf.schedule == majority.schedule == (8,)
     assert deepconf.effective_ttc == majority.effective_ttc > 0
+    # The records keep each token's confidence, not the server's 20 alternatives per token.
+    for t in deepconf.rounds[0]:
+        entries = t.logprobs["content"]
+        assert entries and all(set(e) == {"token", "logprob", "confidence"} for e in entries)
+        assert {e["confidence"] for e in entries} == {3.0 if t.index < 3 else 1.0}
 
 
 async def test_offline_share_one_is_a_confidence_weighted_vote_of_all() -> None:
