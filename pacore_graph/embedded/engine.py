@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from pacore_graph.embedded.token_logprobs import LogitRow, TokenLogprob
+from pacore_graph.embedded.token_logprobs import MAX_TOP_LOGPROBS, LogitRow, TokenLogprob
 from pacore_graph.errors import PaCoReError
 from pacore_graph.graph.seeds import sample_seed
 
@@ -298,8 +298,13 @@ class BatchEngine:
     ) -> GenerationHandle:
         """Queue a request; ``sink`` gets its events from the engine thread (keep it cheap).
 
-        Raises :class:`RequestTooLarge` if it can never be admitted.
+        Raises :class:`RequestTooLarge` if it can never be admitted, and
+        ``ValueError`` for a ``top_logprobs`` outside 0-20 (caught here: on the
+        engine thread it would fail every request of the step).
         """
+        k = spec.top_logprobs
+        if k is not None and not 0 <= k <= MAX_TOP_LOGPROBS:
+            raise ValueError(f"top_logprobs must be between 0 and {MAX_TOP_LOGPROBS}, got {k}")
         if not prompt:
             raise RequestTooLarge("the prompt is empty")
         if not 1 <= n <= self.max_sequences:

@@ -9,16 +9,18 @@ mode does: the log-softmax of the model's own distribution, before
 temperature, nucleus or penalties, so a trace's confidence says what the
 model believed, not how it was sampled.
 
-Two costs dominate, both paid only by sequences that asked:
+The cost, paid only by sequences that asked, per row (medians on this
+project's 2-core machine under a load of 4-5; one decode step of one
+sequence took 31-37 ms there):
 
 - ``LlamaContext.get_logits_ith`` copies the row into a Python list of
-  ``n_vocab`` floats (49,152 for SmolLM2: ~8 ms on this project's machine);
-  cyllama exposes no buffer, so that copy is the floor;
-- the log-sum-exp over the row and its top k: with numpy (if importable:
-  it is not a dependency of the ``embedded`` extra, nor of ``cyllama``)
-  ~3 ms, in pure Python ~12 ms. Both give the same ids in the same order
-  (ties broken by the lower token id, as llama.cpp's greedy sampler does)
-  and log-probabilities equal to within rounding.
+  ``n_vocab`` floats (49,152 for SmolLM2): ~1 ms; cyllama exposes no
+  buffer, so that copy is the floor;
+- the log-sum-exp over the row and its top k (k = 20): with numpy (if
+  importable: it is not a dependency of the ``embedded`` extra, nor of
+  ``cyllama``) 3-7 ms, in pure Python ~15 ms. Both give the same ids in the
+  same order (ties broken by the lower token id, as llama.cpp's greedy
+  sampler does) and log-probabilities equal to within rounding.
 
 The sequences of one request share their prompt's last row: :class:`LogitRow`
 is computed once per row and asked for each sampled token.

@@ -146,6 +146,8 @@ def test_logits_are_read_before_sampling_and_only_for_requests_that_asked() -> N
         plain = ask(SamplingSpec(max_new_tokens=6, seed=3))
         plain_log, log[:] = list(log), []
         asked = ask(SamplingSpec(max_new_tokens=6, seed=3, top_logprobs=3))
+        with pytest.raises(ValueError, match="top_logprobs must be between 0 and 20"):
+            engine.submit([1, 2], 1, SamplingSpec(max_new_tokens=2, top_logprobs=21), print)
     finally:
         engine._ctx = real
         engine.close()
