@@ -14,6 +14,9 @@ defaults suited to a server:
 - ``PACORE_TEMPERATURE``, ``PACORE_TOP_P``, ``PACORE_TIMEOUT``, ``PACORE_SEED``,
   ``PACORE_RETRIES``, ``PACORE_COMPACTOR``, ``PACORE_REFERENCE_ORDER``, ...
 - ``PACORE_API_KEY`` / ``OPENAI_API_KEY``
+- ``PACORE_REFERENCE_FILTER`` (``confidence:F``) and ``PACORE_CONSENSUS_WEIGHT``
+  (``confidence``): PaCoRe with DeepConf's confidence (asks for log-probabilities;
+  :mod:`pacore_graph.graphs.pacore_confidence`), off unless set
 - ``PACORE_MAX_ROUNDS`` (16), ``PACORE_MAX_SAMPLES_PER_REQUEST`` (4096),
   ``PACORE_MAX_TOKENS_CAP`` (131072): the caps on what one request may ask for
 
@@ -34,7 +37,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from pacore_graph.graph.builder import build_pacore_graph
+from pacore_graph.graphs.pacore_confidence import build_pacore_for_config
 from pacore_graph.llm.multi_client import chat_client_for
 from pacore_graph.settings.config import PaCoReConfig
 from pacore_graph.settings.env_settings import PaCoReSettings, load_settings
@@ -67,7 +70,7 @@ def make_graph(env: Mapping[str, str] = os.environ) -> Any:
         api_key=settings.api_key,
         retry=config.retry,
     )
-    return build_pacore_graph(
+    return build_pacore_for_config(
         client,
         config=config,
         compactor=settings.compactor,  # a name, so the context schema shows it as the default

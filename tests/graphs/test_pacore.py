@@ -11,7 +11,7 @@ import pytest
 from pydantic import ValidationError
 
 from pacore_graph.graphs import pacore as served
-from pacore_graph.testing import ScriptedServer
+from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -59,6 +59,31 @@ async def test_served_graph_runs_against_the_configured_server() -> None:
         out = await graph.ainvoke({"messages": [{"role": "user", "content": "Q?"}]})
         assert [len(r) for r in out["result"].rounds] == [3, 1]
         assert {r.body["model"] for r in srv.requests} == {"served-m"}
+
+
+@pytest.mark.usefixtures("closing_clients")
+async def test_the_served_graph_passes_on_only_the_confident_share_when_asked() -> None:
+    """``PACORE_REFERENCE_FILTER`` builds PaCoRe with confidence, as ``pacore run`` does."""
+
+    def reply(req: ScriptedRequest) -> ScriptedReply:
+        sure = ((req.seed or 0) + req.sample_index) % 2 == 0
+        return ScriptedReply(
+            content=f"So {'sure' if sure else 'unsure'}", confidence=3.0 if sure else 1.0
+        )
+
+    env = {"PACORE_MODEL": "m", "PACORE_ROUNDS": "4", "PACORE_SEED": "100"}
+    async with ScriptedServer(reply, model="m") as srv:
+        plain = served.make_graph({**env, "PACORE_BASE_URL": srv.base_url})
+        await plain.ainvoke({"messages": [{"role": "user", "content": "Q?"}]})
+        filtered = served.make_graph(
+            {**env, "PACORE_BASE_URL": srv.base_url, "PACORE_REFERENCE_FILTER": "confidence:0.5"}
+        )
+        await filtered.ainvoke({"messages": [{"role": "user", "content": "Q?"}]})
+        finals = [r.body for r in srv.requests if "Reference" in json.dumps(r.body["messages"])]
+    plain_final, filtered_final = (json.dumps(b["messages"]) for b in finals)
+    assert plain_final.count("So unsure") == 2 and plain_final.count("So sure") == 2
+    assert filtered_final.count("So unsure") == 0 and filtered_final.count("So sure") == 2
+    assert "top_logprobs" not in finals[0] and finals[1]["top_logprobs"] == 20
 
 
 def test_the_served_graph_reads_the_cli_settings_model() -> None:
