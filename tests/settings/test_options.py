@@ -7,6 +7,7 @@ defaults), never copied: a flag drifting from its setting fails here.
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import pytest
 
@@ -96,3 +97,10 @@ def test_a_choice_outside_the_rows_choices_is_refused() -> None:
     add_options(parser, [name])
     with pytest.raises(SystemExit):
         parser.parse_args([f"--{name.replace('_', '-')}", "no-such-choice"])
+
+
+def test_every_variable_is_in_the_settings_page() -> None:
+    """docs/settings.md lists every option's ``PACORE_*`` variable (a new row cannot be missed)."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "settings.md").read_text("utf-8")
+    missing = [env_name(o.name) for o in MODEL_OPTIONS if env_name(o.name) not in page]
+    assert not missing, f"docs/settings.md does not name {missing}"
