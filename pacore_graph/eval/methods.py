@@ -23,11 +23,12 @@ confidence graph). :func:`method_settings` says which applied, for the report.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pacore_graph.control.limits import SequenceLimiter
 from pacore_graph.graph.compaction import Compactor
+from pacore_graph.graph.compactor_registry import CompactorRegistry
 from pacore_graph.graphs.deepconf import (
     DEFAULT_KEEP,
     DEFAULT_SHARE,
@@ -43,6 +44,7 @@ from pacore_graph.llm.client import ChatClient
 from pacore_graph.otel.spans import TraceOptions
 from pacore_graph.settings.config import PaCoReConfig
 from pacore_graph.settings.grammar import METHODS, MethodSpec, parse_method, parse_methods
+from pacore_graph.settings.request_limits import RequestLimits
 
 __all__ = [
     "FAMILIES",
@@ -65,13 +67,24 @@ def build_method_graph(
     compactor: Compactor | str = "conclusion",
     limiter: SequenceLimiter | None = None,
     tracing: TraceOptions | bool | None = None,
+    compactors: CompactorRegistry | Mapping[str, Compactor] | None = None,
+    limits: RequestLimits | None = None,
 ) -> Any:
     """The compiled graph for one method.
 
     ``config`` gives sampling, retries and limits, and the methods' own
     settings (see the module docstring): each graph reads those of its family.
+    ``compactors`` and ``limits`` are what a run's context may ask for (a
+    server's registered compactors and per-request caps), as for PaCoRe's
+    builder, so every method honours them alike.
     """
-    common: dict[str, Any] = {"compactor": compactor, "limiter": limiter, "tracing": tracing}
+    common: dict[str, Any] = {
+        "compactor": compactor,
+        "limiter": limiter,
+        "tracing": tracing,
+        "compactors": compactors,
+        "limits": limits,
+    }
     if spec.family == "pacore":
         cfg = config.with_settings({"rounds": list(spec.rounds)})
         return build_pacore_for_config(client, config=cfg, **common)

@@ -43,9 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import hmac
-import inspect
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -61,7 +59,6 @@ from starlette.types import Receive, Scope, Send
 from pacore_graph.control.limits import SequenceLimiter
 from pacore_graph.errors import ModelCallError, RoundFailedError
 from pacore_graph.graph.builder import build_pacore_graph
-from pacore_graph.graph.compactor_registry import BUILTIN_COMPACTOR_NAMES
 from pacore_graph.graph.records import PaCoReResult
 from pacore_graph.llm.client import ChatClient
 from pacore_graph.llm.multi_client import chat_client_for
@@ -87,7 +84,6 @@ from pacore_graph.serve.queue import QueueFullError, QueueTimeoutError, RunQueue
 from pacore_graph.serve.settings import ServeSettings
 from pacore_graph.serve.streaming import ProgressTranslator, StreamChunks, sse, sse_done
 from pacore_graph.settings.grammar import SERVED_MODELS, MethodSpec, is_served_name
-from pacore_graph.settings.request_limits import RequestLimits
 
 __all__ = ["ServeState", "create_app"]
 
@@ -167,51 +163,22 @@ class ServeState:
         """``spec``'s graph as ``pacore run --method`` builds it, on the server's parts.
 
         The compactor is passed resolved, so a name the deployment registered
-        works as the default; the server's ``limits`` and ``compactors`` (what
-        a run's context may ask for) when the builder takes them.
+        works as the default; the server's ``limits`` and ``compactors`` are
+        what a run's context may ask for, as for PaCoRe's graph.
         """
-        build, shares_caps = _method_builder()
+        from pacore_graph.eval.methods import build_method_graph  # ~0.3 s: on first use
+
         settings = self.settings
-        caps: dict[str, Any] = (
-            {"limits": settings.limits, "compactors": settings.compactors} if shares_caps else {}
-        )
-        return build(
+        return build_method_graph(
             spec,
             self.client,
             config=self.graph_config,
             compactor=settings.compactors.resolve(settings.compactor),
             limiter=self.limiter,
             tracing=settings.tracing,
-            **caps,
+            compactors=settings.compactors,
+            limits=settings.limits,
         )
-
-    def check_method_settings(self, run: RunRequest) -> None:
-        """Refuse (400) what a method's graph would otherwise refuse only once running.
-
-        While ``build_method_graph`` does not take the server's compactors and
-        caps, a method graph checks its run's context against the built-in
-        ones: a compactor the deployment registered, or ``max_tokens`` over
-        the default cap that the operator raised, would fail the run with a
-        500 after it was admitted. They are refused here instead.
-        """
-        if run.method.family == "pacore" or _method_builder()[1]:
-            return
-        name = run.settings.get("compactor")
-        if name is not None and name in self.settings.compactors:
-            raise APIError(
-                400,
-                f"'compactor': {name!r} is registered for PaCoRe models; "
-                f"{run.method.family} takes {', '.join(BUILTIN_COMPACTOR_NAMES)}",
-                param="compactor",
-            )
-        cap = RequestLimits().max_tokens_cap
-        max_tokens = run.settings.get("max_tokens")
-        if isinstance(max_tokens, int) and max_tokens > cap:
-            raise APIError(
-                400,
-                f"'max_tokens': {run.method.family} takes at most {cap} per call",
-                param="max_tokens",
-            )
 
     async def admit(self, request: Request) -> None:
         """Take a run slot, queued in arrival order; leave the queue if the client goes."""
@@ -298,20 +265,6 @@ class _DisconnectAwareStream(StreamingResponse):
                 with contextlib.suppress(Exception):
                     await aclose()
             self._on_close()
-
-
-@functools.cache
-def _method_builder() -> tuple[Callable[..., Any], bool]:
-    """``build_method_graph`` (imported on first use: ~0.3 s) and whether it takes the caps.
-
-    The caps are the server's ``limits`` and ``compactors``: what a run's
-    context may ask for. All the method builders take them; the dispatcher
-    may not yet, and then :meth:`ServeState.check_method_settings` stands in.
-    """
-    from pacore_graph.eval.methods import build_method_graph
-
-    accepted = inspect.signature(build_method_graph).parameters
-    return build_method_graph, {"limits", "compactors"} <= set(accepted)
 
 
 async def _wait_disconnect(request: Request) -> None:
@@ -427,7 +380,6 @@ def create_app(settings: ServeSettings, *, client: ChatClient | None = None) -> 
             limits=settings.limits,
             compactors=settings.compactors,
         )
-        state.check_method_settings(run)
         try:
             graph = state.graph_for(run.method)
         except ValueError as exc:  # a spec the grammar passed but its builder refused
