@@ -124,3 +124,26 @@ def test_the_legend_draws_a_line_only_for_families_with_several_points(
         assert drawn == (count > 1), (family, count, styles[family])
     assert any(count > 1 for count in families.values())
     assert any(count == 1 for count in families.values())
+
+
+def test_each_method_family_of_a_comparison_has_its_legend_entry_and_point(
+    stats: dict[str, MethodStats],
+) -> None:
+    """RSA and DeepConf beside PaCoRe: one legend entry per family, each method a labelled point."""
+    base = stats[P]
+    specs = {
+        "rsa:16,4,3": "rsa",
+        "rsa:16,4,5": "rsa",
+        "deepconf:16": "deepconf",
+        "deepconf-online:16": "deepconf-online",
+    }
+    more = dict(stats)
+    for i, (spec, family) in enumerate(specs.items()):
+        more[spec] = dataclasses.replace(
+            base, method=spec, family=family, accuracy=0.5 + i / 20, mean_ttc=1000.0 * (i + 2)
+        )
+    ax = scaling_figure(more).axes[0]
+    _, labels = ax.get_legend_handles_labels()
+    assert sorted(labels) == sorted({s.family for s in more.values()})
+    written = {t.get_text() for t in ax.texts}
+    assert set(specs) <= written
