@@ -32,7 +32,9 @@ DeepConf (which also stops faltering traces early, so spends fewer tokens)
 well above the vote; RSA improves with its steps; PaCoRe's synthesis about
 95%. ``tests/testing/test_method_oracle.py`` runs the comparison and checks
 this order. Every draw is a hash of (question, prompt, seed, sample index),
-never of call order.
+never of call order, so give the run a seed (``pacore eval --seed 1``):
+unseeded, the explorers of one round send the same input and, like any
+by-input fake, get the same reply.
 """
 
 from __future__ import annotations
