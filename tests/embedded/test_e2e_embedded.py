@@ -38,13 +38,18 @@ def _pacore_run(*args: str) -> dict[str, Any]:
     return out
 
 
-def _assert_logprobs_of_every_token(out: dict[str, Any], k: int) -> None:
-    """Each trajectory kept one logprobs entry per completion token, each with k alternatives."""
+def _assert_logprobs_of_every_token(out: dict[str, Any]) -> None:
+    """Each trajectory kept one logprobs entry per completion token, with its confidence.
+
+    A record folds the server's top-20 alternatives into the token's
+    confidence, ``-mean(top-k logprobs)`` (``control.confidence.compact_logprobs``):
+    positive when there were alternatives, so the server sent them.
+    """
     for trajectory in (t for rnd in out["rounds"] for t in rnd):
         assert trajectory["error"] is None
         content = trajectory["logprobs"]["content"]
         assert len(content) == trajectory["completion_tokens"] > 0
-        assert all(len(entry["top_logprobs"]) == k for entry in content)
+        assert all(entry["logprob"] <= 0.0 < entry["confidence"] for entry in content)
 
 
 def test_pacore_run_on_the_embedded_model_returns_real_text_and_tokens() -> None:
@@ -73,7 +78,7 @@ def test_deepconf_offline_runs_on_the_embedded_model_and_records_the_kept_traces
 
     assert out["schedule"] == [4]
     assert out["failures"] == 0
-    _assert_logprobs_of_every_token(out, 20)  # DeepConf asks k = 20, as the public code
+    _assert_logprobs_of_every_token(out)
     extra = out["extra"]
     assert extra["aggregator"] == "deepconf"
     ids = {t["id"] for t in out["rounds"][0]}
@@ -107,7 +112,7 @@ def test_deepconf_online_runs_on_the_embedded_model_and_drops_traces_upstream() 
 
     assert out["schedule"] == [2, 2]  # warm-up of 2, then 2 streamed
     assert out["failures"] == 0
-    _assert_logprobs_of_every_token(out, 20)
+    _assert_logprobs_of_every_token(out)
     extra = out["extra"]
     assert extra["aggregator"] == "deepconf-online"
     dropped = set(extra["dropped"])
