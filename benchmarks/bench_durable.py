@@ -17,6 +17,7 @@ that a lever is measured against the code before it in the same sitting.
 
     python benchmarks/bench_durable.py                          # 800 problems, 3 repeats
     python benchmarks/bench_durable.py --problems 200 --repeats 5 --latency 0
+    python benchmarks/bench_durable.py --reasoning-words 400     # longer trajectories
     python benchmarks/bench_durable.py --variants base,durable,none --base-src /tmp/base
     python benchmarks/bench_durable.py --variants durable,ray --ray-workers 2
 
@@ -108,6 +109,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--problems", type=int, default=800)
     parser.add_argument("--latency", type=float, default=0.5)
+    parser.add_argument(
+        "--reasoning-words",
+        type=int,
+        default=6,
+        help="words of each scripted trajectory's reasoning (larger payloads to encode)",
+    )
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--concurrency", type=int, default=1024)
     parser.add_argument("--variants", default=",".join(VARIANTS))
@@ -125,6 +132,7 @@ def main() -> None:
     from pacore_graph.testing.loopback_server import spawn_server
 
     argv = [sys.executable, str(SERVER), "--port", "0", "--latency", str(args.latency)]
+    argv += ["--reasoning-words", str(args.reasoning_words)]
     server, url = spawn_server([*argv, "--reasoning-mode", "reasoning"])
     runs: list[dict[str, Any]] = []
     try:
