@@ -31,17 +31,18 @@ QUESTION = "What is 50 + 98? Put your final answer in \\boxed{}."
 SEEDS = range(400)
 
 
-def ask(oracle: MethodOracle, text: str, seed: int) -> str:
-    reply = oracle(
-        ScriptedRequest(
-            messages=[{"role": "user", "content": text}],
-            last_user=text,
-            sample_index=0,
-            model="scripted",
-            params={"seed": seed},
-        )
+def request(text: str, seed: int) -> ScriptedRequest:
+    return ScriptedRequest(
+        messages=[{"role": "user", "content": text}],
+        last_user=text,
+        sample_index=0,
+        model="scripted",
+        params={"seed": seed},
     )
-    return reply.content
+
+
+def ask(oracle: MethodOracle, text: str, seed: int) -> str:
+    return oracle(request(text, seed)).content
 
 
 def right_share(oracle: MethodOracle, text: str) -> float:
@@ -94,15 +95,7 @@ def test_wrong_samples_falter_more_often_than_right_ones() -> None:
     oracle = MethodOracle()
     lows: dict[bool, list[float]] = {True: [], False: []}
     for seed in SEEDS:
-        reply = oracle(
-            ScriptedRequest(
-                messages=[{"role": "user", "content": QUESTION}],
-                last_user=QUESTION,
-                sample_index=0,
-                model="scripted",
-                params={"seed": seed},
-            )
-        )
+        reply = oracle(request(QUESTION, seed))
         assert isinstance(reply.confidence, tuple)
         lows["\\boxed{148}" in reply.content].append(min(reply.confidence))
     faltered = {right: statistics.fmean(c < 1.2 for c in values) for right, values in lows.items()}
