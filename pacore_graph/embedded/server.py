@@ -21,7 +21,7 @@ from aiohttp import web
 from pacore_graph.embedded.app import build_app
 from pacore_graph.embedded.engine import BatchEngine
 
-__all__ = ["EngineOptions", "main", "serve_embedded"]
+__all__ = ["SHUTDOWN_TIMEOUT_S", "EngineOptions", "main", "serve_embedded"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +49,10 @@ def _load(options: EngineOptions) -> BatchEngine:
         raise SystemExit(f"Failed to load model from {options.model_path}: {exc}") from None
 
 
+#: Seconds a stopping server gives the requests it is still answering.
+SHUTDOWN_TIMEOUT_S = 5.0
+
+
 async def serve_embedded(
     options: EngineOptions,
     host: str,
@@ -58,7 +62,12 @@ async def serve_embedded(
     """Serve until cancelled; ``on_ready`` gets the base URL once the port is bound."""
     engine = await asyncio.get_running_loop().run_in_executor(None, _load, options)
     runner = web.AppRunner(
-        build_app(engine, options.model_alias), handler_cancellation=True, access_log=None
+        build_app(engine, options.model_alias),
+        handler_cancellation=True,
+        access_log=None,
+        # On Ctrl-C, requests still being answered get this long, not aiohttp's 60 s:
+        # a client holding its connection open kept `pacore model serve` alive a minute.
+        shutdown_timeout=SHUTDOWN_TIMEOUT_S,
     )
     await runner.setup()
     try:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
+import time
 
 import openai
 import pytest
@@ -42,8 +44,43 @@ def test_model_serve_without_a_folder_serves_the_embedded_model_to_the_openai_sd
         )
         assert len(response.choices) == 2
         assert all(c.message.content for c in response.choices)
+        client.close()
     finally:
         proc.send_signal(signal.SIGINT)
         _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 0, stderr
     assert "serving smollm2-135m-instruct at" in stderr
+
+
+def test_ctrl_c_stops_the_server_while_a_client_holds_an_unfinished_request() -> None:
+    """A request whose body never comes does not keep the server alive after Ctrl-C.
+
+    aiohttp gives requests in flight 60 s by default; the server gives them
+    ``SHUTDOWN_TIMEOUT_S``, so the process is gone well within the wait below.
+    """
+    require_embedded()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "PACORE_"))}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pacore_graph.cli", "model", "serve", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert proc.stdout is not None
+        fields = dict(part.split("=", 1) for part in proc.stdout.readline().split())
+        host, port = fields["base_url"].removeprefix("http://").removesuffix("/v1").split(":")
+        with socket.create_connection((host, int(port))) as held:
+            held.sendall(
+                b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"
+            )
+            time.sleep(0.5)  # the handler is now waiting for the rest of the body
+            proc.send_signal(signal.SIGINT)
+            _, stderr = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, stderr
