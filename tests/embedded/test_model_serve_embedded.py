@@ -16,6 +16,16 @@ from embedded_support import require_embedded
 pytestmark = pytest.mark.embedded
 
 
+def _ctrl_c_default() -> None:
+    """The server hears Ctrl-C even when this test runs where SIGINT is ignored.
+
+    A shell starts background jobs with SIGINT ignored, and Python keeps an
+    ignored SIGINT, so a suite run in the background (`bash .ci/run &`) would
+    send a Ctrl-C nobody hears.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_model_serve_without_a_folder_serves_the_embedded_model_to_the_openai_sdk() -> None:
     require_embedded()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "PACORE_"))}
@@ -25,6 +35,7 @@ def test_model_serve_without_a_folder_serves_the_embedded_model_to_the_openai_sd
         stderr=subprocess.PIPE,
         text=True,
         env=env,
+        preexec_fn=_ctrl_c_default,
     )
     try:
         assert proc.stdout is not None
@@ -66,6 +77,7 @@ def test_ctrl_c_stops_the_server_while_a_client_holds_an_unfinished_request() ->
         stderr=subprocess.PIPE,
         text=True,
         env=env,
+        preexec_fn=_ctrl_c_default,
     )
     try:
         assert proc.stdout is not None
