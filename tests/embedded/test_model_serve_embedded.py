@@ -26,10 +26,11 @@ def _ctrl_c_default() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def test_model_serve_without_a_folder_serves_the_embedded_model_to_the_openai_sdk() -> None:
+def start_model_serve() -> subprocess.Popen[str]:
+    """``pacore model serve --port 0`` with no model settings from this environment."""
     require_embedded()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "PACORE_"))}
-    proc = subprocess.Popen(
+    return subprocess.Popen(
         [sys.executable, "-m", "pacore_graph.cli", "model", "serve", "--port", "0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -37,6 +38,10 @@ def test_model_serve_without_a_folder_serves_the_embedded_model_to_the_openai_sd
         env=env,
         preexec_fn=_ctrl_c_default,
     )
+
+
+def test_model_serve_without_a_folder_serves_the_embedded_model_to_the_openai_sdk() -> None:
+    proc = start_model_serve()
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
@@ -69,16 +74,7 @@ def test_ctrl_c_stops_the_server_while_a_client_holds_an_unfinished_request() ->
     aiohttp gives requests in flight 60 s by default; the server gives them
     ``SHUTDOWN_TIMEOUT_S``, so the process is gone well within the wait below.
     """
-    require_embedded()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "PACORE_"))}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pacore_graph.cli", "model", "serve", "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        preexec_fn=_ctrl_c_default,
-    )
+    proc = start_model_serve()
     try:
         assert proc.stdout is not None
         fields = dict(part.split("=", 1) for part in proc.stdout.readline().split())
