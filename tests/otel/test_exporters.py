@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 from otlp_receiver import Receiver
@@ -75,10 +76,8 @@ async def test_langfuse_export_sends_basic_auth_and_genai_spans(receiver: Receiv
     assert all(b"sk-lf-secret" not in body for _, _, body in receiver.requests)
 
 
-async def test_jaeger_and_otlp_kinds_reach_their_endpoints(
-    receiver: Receiver, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    provider = configure_tracing("jaeger", endpoint=f"{receiver.url}/v1/traces", batch=False)
+async def run_traced(provider: Any) -> None:
+    """One small traced run whose spans ``provider`` exports, then flushed by its shutdown."""
     graph = build_pacore_graph(
         FakeChatClient(),
         config=PaCoReConfig(rounds=[2]),
@@ -86,18 +85,19 @@ async def test_jaeger_and_otlp_kinds_reach_their_endpoints(
     )
     await ainvoke_pacore(graph, "Q?")
     provider.shutdown()
+
+
+async def test_jaeger_and_otlp_kinds_reach_their_endpoints(
+    receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    provider = configure_tracing("jaeger", endpoint=f"{receiver.url}/v1/traces", batch=False)
+    await run_traced(provider)
     assert {p for p, _, _ in receiver.requests} == {"/v1/traces"}
     receiver.requests.clear()
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", f"{receiver.url}/custom/traces")
     monkeypatch.setenv("OTEL_SERVICE_NAME", "my-bot")
     provider = configure_tracing("otlp", batch=False)
-    graph = build_pacore_graph(
-        FakeChatClient(),
-        config=PaCoReConfig(rounds=[2]),
-        tracing=TraceOptions(tracer_provider=provider),
-    )
-    await ainvoke_pacore(graph, "Q?")
-    provider.shutdown()
+    await run_traced(provider)
     assert {p for p, _, _ in receiver.requests} == {"/custom/traces"}
     assert {s["service"] for s in receiver.spans()} == {"my-bot"}
 
@@ -111,13 +111,7 @@ async def test_without_a_project_runs_are_filed_under_pacore(receiver: Receiver)
     """
     provider = configure_tracing("otlp", endpoint=f"{receiver.url}/v1/traces", batch=False)
     assert provider.resource.attributes[PROJECT_ATTRIBUTE] == DEFAULT_TRACE_PROJECT == "pacore"
-    graph = build_pacore_graph(
-        FakeChatClient(),
-        config=PaCoReConfig(rounds=[2]),
-        tracing=TraceOptions(tracer_provider=provider),
-    )
-    await ainvoke_pacore(graph, "Q?")
-    provider.shutdown()
+    await run_traced(provider)
     spans = receiver.spans()
     assert spans and {s["project"] for s in spans} == {"pacore"}
     named = configure_tracing((), project="my-runs")
