@@ -19,7 +19,12 @@ that a lever is measured against the code before it in the same sitting.
     python benchmarks/bench_durable.py --problems 200 --repeats 5 --latency 0
     python benchmarks/bench_durable.py --reasoning-words 400     # longer trajectories
     python benchmarks/bench_durable.py --variants base,durable,none --base-src /tmp/base
+    python benchmarks/bench_durable.py --variants durable,floor,none  # the saver's share
     python benchmarks/bench_durable.py --variants durable,ray --ray-workers 2
+
+``floor`` is the durable run with a saver that stores nothing (aput and
+aput_writes return at once): what LangGraph's checkpointing costs before any
+saver encodes or writes a byte, the floor of every saver.
 
 ``ray`` is the durable run over a local Ray cluster started for it (``--ray
 local --ray-workers N``, Ray's start-up included): its wall against one
@@ -44,7 +49,7 @@ from pacore_graph.runs.filenames import RUN_CHECKPOINT_SUFFIX
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVER = ROOT / "pacore_graph" / "testing" / "scripted_server.py"
-VARIANTS = ("durable", "none", "base", "ray")
+VARIANTS = ("durable", "none", "base", "floor", "ray")
 
 #: Runs ``pacore`` from another copy of the package: the editable install's
 #: import hook, which would find this checkout first, is taken out.
@@ -52,6 +57,25 @@ _BASE_LAUNCHER = (
     "import sys; sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in repr(f)]; "
     "sys.path.insert(0, {src!r}); sys.argv[0] = 'pacore'; "
     "from pacore_graph.cli import main; sys.exit(main())"
+)
+
+#: Runs the durable ``pacore run`` with a saver that stores nothing: LangGraph's own
+#: per-step work for a checkpointer (snapshots, versions, the put calls), which no
+#: saver can take away.
+_FLOOR_LAUNCHER = (
+    "import sys; import pacore_graph.runs.checkpoint as ck\n"
+    "def _nothing(base):\n"
+    "    cls = ck._GROUP_COMMIT(base)\n"
+    "    class Nothing(cls):\n"
+    "        async def aput(self, config, checkpoint, metadata, new_versions):\n"
+    "            conf = config['configurable']\n"
+    "            return {'configurable': {'thread_id': conf['thread_id'],\n"
+    "                'checkpoint_ns': conf['checkpoint_ns'], 'checkpoint_id': checkpoint['id']}}\n"
+    "        async def aput_writes(self, *args, **kwargs): return None\n"
+    "        async def adelete_thread(self, thread_id): return None\n"
+    "    return Nothing\n"
+    "ck._GROUP_COMMIT = ck._group_commit_saver; ck._group_commit_saver = _nothing\n"
+    "sys.argv[0] = 'pacore'; from pacore_graph.cli import main; sys.exit(main())"
 )
 
 
@@ -78,6 +102,8 @@ def run_once(
         argv[1:3] = ["-c", _BASE_LAUNCHER.format(src=str(base_src))]
     argv += ["--output", str(out), "--base-url", url, "--model", "scripted"]
     argv += ["--preset", "high", "--no-progress", "--max-concurrency", str(concurrency)]
+    if variant == "floor":
+        argv[1:3] = ["-c", _FLOOR_LAUNCHER]
     if variant == "none":
         argv += ["--checkpoint", "none"]
     if variant == "ray":

@@ -154,6 +154,11 @@ def _fast_enc(data: Any) -> bytes:
 
 def _fast_default(obj: Any) -> Any:
     cls = type(obj)
+    if cls is ExploreGroup:
+        return ormsgpack.Ext(
+            _jsonplus.EXT_CONSTRUCTOR_KW_ARGS,
+            _fast_enc((cls.__module__, cls.__name__, obj.checkpoint_kwargs())),
+        )
     names = _FIELDS.get(cls)
     if names is not None:
         return ormsgpack.Ext(

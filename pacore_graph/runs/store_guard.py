@@ -155,9 +155,11 @@ class StoreGuard:
         pause = 0.25
         retried: tuple[type[BaseException], ...] = (TimeoutError, *self.transient)
         while True:
-            budget = max(self._remaining(), 0.5) if self.attempt_timeout else None
             try:
-                async with asyncio.timeout(budget):
+                if self.attempt_timeout:
+                    async with asyncio.timeout(max(self._remaining(), 0.5)):
+                        result = await operation()
+                else:  # no timer to arm and disarm on every write (SQLite's)
                     result = await operation()
             except retried as exc:
                 error: BaseException = exc

@@ -8,6 +8,7 @@ and checkpointers of each kind get the types registered as documented.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any
 
 import ormsgpack
@@ -24,7 +25,7 @@ from pacore_graph.graph.checkpoint_types import (
     pacore_serde,
     with_pacore_types,
 )
-from pacore_graph.graph.explorer import ExploreTask
+from pacore_graph.graph.explorer import ExploreGroup, ExploreTask
 from pacore_graph.graph.records import Completion, ToolCallRecord, Trajectory
 from pacore_graph.settings.config import SamplingParams
 
@@ -63,6 +64,67 @@ def test_fast_serializer_writes_the_bytes_langgraph_would() -> None:
     back = stock.loads_typed(fast.dumps_typed(value))
     assert back["rounds"][1][1] == Trajectory(round=2, index=0, error="boom")
     assert back["task"] == value["task"]
+
+
+def _round_tasks(width: int, prompt: str = "Q" * 2000) -> tuple[ExploreTask, ...]:
+    """A round's fan-out: one prompt and one SamplingParams shared, index and seed apart."""
+    messages = ({"role": "user", "content": prompt},)
+    params = SamplingParams(temperature=0.7)
+    return tuple(
+        ExploreTask(
+            run_id="r",
+            problem_id="p",
+            round=1,
+            index=i,
+            width=width,
+            messages=messages,
+            references=(2, 0, 1),
+            seed=1000 + i,
+            params=params,
+        )
+        for i in range(width)
+    )
+
+
+def test_a_round_group_is_written_with_its_shared_task_once() -> None:
+    """Issue 22: K copies of the prompt were 40% of a durable run's bytes."""
+    group = ExploreGroup(_round_tasks(32))
+    fast, stock = (
+        pacore_serde(),
+        JsonPlusSerializer(allowed_msgpack_modules=sorted(SERDE_ALLOWLIST)),
+    )
+    kind, data = fast.dumps_typed(Send("explore", group))
+    _, whole = stock.dumps_typed(Send("explore", group))  # LangGraph's own: every task whole
+    assert data.count(b"Q" * 2000) == 1 and whole.count(b"Q" * 2000) == 32
+    assert len(data) * 10 < len(whole)
+    for reader in (fast, stock):  # LangGraph's serializer reads it too (the class takes both forms)
+        back = reader.loads_typed((kind, data)).arg
+        assert back == group and type(back.tasks) is tuple
+        assert [(t.index, t.seed) for t in back.tasks] == [(i, 1000 + i) for i in range(32)]
+        assert back.tasks[5].messages is back.tasks[17].messages  # one prompt in memory too
+    assert fast.loads_typed(stock.dumps_typed(Send("explore", group))).arg == group
+
+
+def test_a_group_whose_tasks_differ_beyond_index_and_seed_is_written_whole() -> None:
+    tasks = _round_tasks(3)
+    other = ExploreTask(
+        run_id="r",
+        problem_id="p",
+        round=1,
+        index=3,
+        width=3,
+        messages=({"role": "user", "content": "R"},),
+    )
+    for group in (
+        ExploreGroup((*tasks, other)),
+        ExploreGroup((tasks[0], replace(tasks[1], stream=True))),
+    ):
+        assert set(group.checkpoint_kwargs()) == {"tasks"}
+        serde = pacore_serde()
+        assert serde.loads_typed(serde.dumps_typed(group)) == group
+    assert set(ExploreGroup(tasks).checkpoint_kwargs()) == {"shared", "varying"}
+    with pytest.raises(ValueError, match="at least one task"):
+        ExploreGroup(shared=tasks[0], varying=())
 
 
 def test_a_checkpoint_written_under_the_old_module_paths_still_loads() -> None:
