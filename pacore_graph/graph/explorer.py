@@ -25,7 +25,7 @@ call never sinks its siblings.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any, Protocol, runtime_checkable
 
 from langchain_core.runnables import RunnableConfig
@@ -137,18 +137,20 @@ class ExploreGroup:
         return {"tasks": self.tasks}
 
 
+#: The fields the tasks of a round share (all but index and seed), from the class:
+#: a field added to ExploreTask is compared too, never silently dropped from a checkpoint.
+_SHARED_FIELDS: tuple[str, ...] = tuple(
+    f.name for f in fields(ExploreTask) if f.name not in ("index", "seed")
+)
+
+
 def _same_but_index_and_seed(a: ExploreTask, b: ExploreTask) -> bool:
     """Whether two tasks differ at most in index and seed (shared objects compared first)."""
-    return (
-        a.run_id == b.run_id
-        and a.problem_id == b.problem_id
-        and a.round == b.round
-        and a.width == b.width
-        and (a.messages is b.messages or a.messages == b.messages)
-        and (a.references is b.references or a.references == b.references)
-        and a.stream == b.stream
-        and (a.params is b.params or a.params == b.params)
-    )
+    for name in _SHARED_FIELDS:
+        x, y = getattr(a, name), getattr(b, name)
+        if x is not y and x != y:
+            return False
+    return True
 
 
 @runtime_checkable
