@@ -20,11 +20,16 @@ that a lever is measured against the code before it in the same sitting.
     python benchmarks/bench_durable.py --reasoning-words 400     # longer trajectories
     python benchmarks/bench_durable.py --variants base,durable,none --base-src /tmp/base
     python benchmarks/bench_durable.py --variants durable,floor,none  # the saver's share
+    python benchmarks/bench_durable.py --variants durable,steps,none  # journal vs checkpoints
     python benchmarks/bench_durable.py --variants durable,ray --ray-workers 2
 
-``floor`` is the durable run with a saver that stores nothing (aput and
-aput_writes return at once): what LangGraph's checkpointing costs before any
-saver encodes or writes a byte, the floor of every saver.
+``floor`` is the durable run with a store that stores nothing (aput,
+aput_writes and the explorer journal's writes return at once): what
+durability costs before a byte is encoded or written.
+
+``steps`` is the durable run as it was before the explorer journal (issue
+22): LangGraph's per-step checkpoints in the SQLite saver, the journal
+turned off.
 
 ``ray`` is the durable run over a local Ray cluster started for it (``--ray
 local --ray-workers N``, Ray's start-up included): its wall against one
@@ -49,7 +54,7 @@ from pacore_graph.runs.filenames import RUN_CHECKPOINT_SUFFIX
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVER = ROOT / "pacore_graph" / "testing" / "scripted_server.py"
-VARIANTS = ("durable", "none", "base", "floor", "ray")
+VARIANTS = ("durable", "none", "base", "floor", "steps", "ray")
 
 #: Runs ``pacore`` from another copy of the package: the editable install's
 #: import hook, which would find this checkout first, is taken out.
@@ -59,9 +64,9 @@ _BASE_LAUNCHER = (
     "from pacore_graph.cli import main; sys.exit(main())"
 )
 
-#: Runs the durable ``pacore run`` with a saver that stores nothing: LangGraph's own
-#: per-step work for a checkpointer (snapshots, versions, the put calls), which no
-#: saver can take away.
+#: Runs the durable ``pacore run`` with a store that stores nothing: what durability
+#: costs before a byte is encoded or written (LangGraph's per-step work for a thread
+#: with checkpoints, the journal's keys for a journaled one).
 _FLOOR_LAUNCHER = (
     "import sys; import pacore_graph.runs.checkpoint as ck\n"
     "def _nothing(base):\n"
@@ -73,8 +78,16 @@ _FLOOR_LAUNCHER = (
     "                'checkpoint_ns': conf['checkpoint_ns'], 'checkpoint_id': checkpoint['id']}}\n"
     "        async def aput_writes(self, *args, **kwargs): return None\n"
     "        async def adelete_thread(self, thread_id): return None\n"
+    "        async def journal_record(self, thread, key, trajectories): return None\n"
     "    return Nothing\n"
     "ck._GROUP_COMMIT = ck._group_commit_saver; ck._group_commit_saver = _nothing\n"
+    "sys.argv[0] = 'pacore'; from pacore_graph.cli import main; sys.exit(main())"
+)
+
+#: The durable run on LangGraph's per-step checkpoints: the journal turned off.
+_STEPS_LAUNCHER = (
+    "import sys; import pacore_graph.runs.fanout as fo\n"
+    "fo._can_journal = lambda saver: False\n"
     "sys.argv[0] = 'pacore'; from pacore_graph.cli import main; sys.exit(main())"
 )
 
@@ -104,6 +117,8 @@ def run_once(
     argv += ["--preset", "high", "--no-progress", "--max-concurrency", str(concurrency)]
     if variant == "floor":
         argv[1:3] = ["-c", _FLOOR_LAUNCHER]
+    if variant == "steps":
+        argv[1:3] = ["-c", _STEPS_LAUNCHER]
     if variant == "none":
         argv += ["--checkpoint", "none"]
     if variant == "ray":

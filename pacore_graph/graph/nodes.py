@@ -43,6 +43,7 @@ from pacore_graph.graph.explorer import (
     GraphExplorer,
     failed_trajectory,
 )
+from pacore_graph.graph.journal import journal_key, journal_of
 from pacore_graph.graph.prompts import (
     SYNTHESIS_TEMPLATE,
     last_user_index,
@@ -250,11 +251,29 @@ class PaCoReNodes:
         """Run the explorer for one trajectory, or a group's concurrently.
 
         A failed call comes back recorded, not raised; a dropped one (round
-        control) comes back as nothing, and ``compact`` records it.
+        control) comes back as nothing, and ``compact`` records it. In a
+        journaled run (:mod:`pacore_graph.graph.journal`) a call answered
+        before is replayed from the journal, and a new one is recorded there
+        before the node returns.
         """
+        journal = journal_of(config)
+        if journal is None:
+            return {"pending": await self._explore_tasks(task, config)}
+        key = journal_key(task)
+        replayed = await journal.replay(key)
+        if replayed is not None:
+            return {"pending": list(replayed)}
+        found = await self._explore_tasks(task, config)
+        await journal.record(key, found)
+        return {"pending": found}
+
+    async def _explore_tasks(
+        self, task: ExploreTask | ExploreGroup, config: RunnableConfig
+    ) -> list[Trajectory]:
+        """The trajectories of one ``Send``'s explorers (the dropped ones left out)."""
         if isinstance(task, ExploreTask):
             one = await self._explore_one(task, partial(self._explore_limited, task, config))
-            return {"pending": [] if one is None else [one]}
+            return [] if one is None else [one]
         if len(task.tasks) == 1:
             (only,) = task.tasks
             found = [await self._explore_one(only, partial(self._explore_limited, only, config))]
@@ -270,7 +289,7 @@ class PaCoReNodes:
             except BaseExceptionGroup as errors:  # raised as a lone explorer would raise it
                 raise errors.exceptions[0] from None
             found = [run.result() for run in runs]
-        return {"pending": [t for t in found if t is not None]}
+        return [t for t in found if t is not None]
 
     async def _explore_one(
         self, task: ExploreTask, call: Callable[[], Awaitable[Trajectory]]
@@ -331,6 +350,10 @@ class PaCoReNodes:
                     await explorer.release(task)
 
         async def explore(task: ExploreTask, config: RunnableConfig) -> dict[str, Any]:
+            journal = journal_of(config)  # as in ``explore``: replayed, or recorded once done
+            key = journal_key(task) if journal is not None else ""
+            if journal is not None and (replayed := await journal.replay(key)) is not None:
+                return {"pending": list(replayed)}
             try:
                 # ``subgraph`` named here: LangGraph finds a node's subgraph
                 # among the names its function uses.
@@ -338,7 +361,10 @@ class PaCoReNodes:
             except BaseException as exc:
                 self.fail_run(task, exc)
                 raise
-            return {"pending": [] if trajectory is None else [trajectory]}
+            found = [] if trajectory is None else [trajectory]
+            if journal is not None:
+                await journal.record(key, found)
+            return {"pending": found}
 
         return explore
 

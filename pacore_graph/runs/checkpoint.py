@@ -31,12 +31,15 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Literal
 
+import ormsgpack
+
 from pacore_graph.graph.checkpoint_types import (
     LEGACY_MODULES,
     SERDE_ALLOWLIST,
     pacore_serde,
     with_pacore_types,
 )
+from pacore_graph.graph.records import Trajectory
 from pacore_graph.runs.filenames import EVAL_CHECKPOINT_FILE, RUN_CHECKPOINT_SUFFIX
 from pacore_graph.runs.store_guard import (
     DEFAULT_STORE_RETRY_S,
@@ -304,6 +307,22 @@ _GET_BLOB = (
     "checkpoint_ns = ? AND channel = ? AND version = ?"
 )
 
+#: The explorer journal (:mod:`pacore_graph.graph.journal`): one row per explorer
+#: call of a journaled run, its trajectories encoded as one list.
+_JOURNAL_TABLE = (
+    "CREATE TABLE IF NOT EXISTS pacore_journal (thread_id TEXT NOT NULL, key TEXT NOT NULL, "
+    "type TEXT NOT NULL, blob BLOB, PRIMARY KEY (thread_id, key))"
+)
+
+_PUT_JOURNAL = (
+    "INSERT OR REPLACE INTO pacore_journal (thread_id, key, type, blob) VALUES (?, ?, ?, ?)"
+)
+
+_GET_JOURNAL = "SELECT type, blob FROM pacore_journal WHERE thread_id = ? AND key = ?"
+
+#: The type of a journal row written as a msgpack list of trajectory maps.
+_TRAJECTORIES = "pacore_trajectories"
+
 #: The type of a ``pacore_blobs`` row holding an append-only channel's value by
 #: reference: a JSON list of ``[channel/i, version]``, one per item, each item
 #: its own row (see :func:`_group_commit_saver`).
@@ -406,6 +425,7 @@ def _group_commit_saver(base: type) -> type:
             # Threads with checkpoints (read at set-up, then kept up to date): the file is
             # this run's alone (its output is locked), so a thread outside it has none.
             self._known: set[str] | None = None
+            self._journaled: set[str] = set()  # threads with journal rows at set-up
             self.checkpoint_before: frozenset[str] | None = None
             """Nodes that call a model: when set, a top-level checkpoint is written only
             if one of them (or a ``Send``) runs next; see :func:`_group_commit_saver`."""
@@ -417,11 +437,55 @@ def _group_commit_saver(base: type) -> type:
             if first:
                 async with self.lock:
                     await self.conn.execute(_BLOBS_TABLE)
+                    await self.conn.execute(_JOURNAL_TABLE)
                     await self.conn.commit()
                     async with self.conn.execute(
                         "SELECT DISTINCT thread_id FROM checkpoints"
                     ) as cur:
                         self._known = {str(row[0]) for row in await cur.fetchall()}
+                    async with self.conn.execute(
+                        "SELECT DISTINCT thread_id FROM pacore_journal"
+                    ) as cur:
+                        self._journaled = {str(row[0]) for row in await cur.fetchall()}
+
+        def has_checkpoints(self, thread_id: str) -> bool:
+            """Whether LangGraph checkpoints exist for ``thread_id`` (known since set-up)."""
+            return self._known is None or str(thread_id) in self._known
+
+        async def journal_replay(self, thread: str, key: str) -> tuple[Any, ...] | None:
+            """The explorer results journaled under ``key`` (:mod:`pacore_graph.graph.journal`).
+
+            A thread with no journal rows when the file was opened has none now
+            but those this process wrote, which its graph does not ask for
+            again: no read for it, as for a new problem's checkpoint.
+            """
+            if thread not in self._journaled:
+                return None
+            row = await self.guard.call(lambda: self._journal_row(thread, key))
+            if row is None:
+                return None
+            if row[0] == _TRAJECTORIES:
+                return tuple(Trajectory.from_dict(item) for item in ormsgpack.unpackb(row[1]))
+            return tuple(self.serde.loads_typed((row[0], row[1])))
+
+        async def _journal_row(self, thread: str, key: str) -> Any:
+            return self.writer.execute(_GET_JOURNAL, (thread, key)).fetchone()
+
+        async def journal_record(self, thread: str, key: str, trajectories: Any) -> None:
+            """Journal one explorer call's results; returns once they are committed.
+
+            Written as plain msgpack maps (ormsgpack encodes the dataclasses
+            natively, 3x faster than the checkpoint serializer's typed
+            extensions) and read back with ``Trajectory.from_dict``; a
+            trajectory holding something msgpack cannot write goes through
+            the checkpoint serializer instead.
+            """
+            items = list(trajectories)
+            try:
+                typed: tuple[str, bytes] = (_TRAJECTORIES, ormsgpack.packb(items))
+            except (ormsgpack.MsgpackEncodeError, TypeError):
+                typed = self.serde.dumps_typed(items)
+            await self.guard.call(lambda: self._commit([(_PUT_JOURNAL, (thread, key, *typed))]))
 
         def _restore(self, found: Any, *, remember: bool = False) -> Any:
             """A checkpoint tuple with its channel values back from ``pacore_blobs``.
@@ -559,8 +623,10 @@ def _group_commit_saver(base: type) -> type:
                     ("DELETE FROM checkpoints WHERE thread_id = ?", (str(thread_id),)),
                     ("DELETE FROM writes WHERE thread_id = ?", (str(thread_id),)),
                     ("DELETE FROM pacore_blobs WHERE thread_id = ?", (str(thread_id),)),
+                    ("DELETE FROM pacore_journal WHERE thread_id = ?", (str(thread_id),)),
                 ]
             )
+            self._journaled.discard(str(thread_id))
             # In place: the graph's copy of this saver (``with_pacore_types``) shares the set.
             self._whole.difference_update({key for key in self._whole if key[0] == str(thread_id)})
             self._skipped.pop(str(thread_id), None)

@@ -16,6 +16,20 @@ laptop) continues where it stopped when the same command runs again:
 - once the caller has written a run's line, its thread is deleted: the
   results file is the record, the checkpoints only bridge a crash.
 
+With ``model_nodes`` (the graph's only model-calling nodes, ``pacore run
+--input``'s PaCoRe graph) and a store that keeps an explorer journal (the
+SQLite one), a run is not checkpointed step by step at all: it runs from its
+input with the journal in its config (:mod:`pacore_graph.graph.journal`),
+each explorer call's results recorded as they come back, and a resume runs
+it again from its input, every recorded call answered from the journal.
+LangGraph's per-step checkpointing alone cost more than issue 22's budget
+for a durable run (1.054x the wall of none, ``docs/durable-runs.md``). The
+same three cases hold: a resumed run asks only the calls in flight at the
+kill again, a failed one starts afresh (its journal goes with its line),
+and a finished one whose line was never written is answered wholly from
+the journal. A thread that has LangGraph checkpoints (a file from before
+the journal) resumes from them as below.
+
 What a line looks like and which runs are already done is the caller's
 business (``on_done`` and the ``jobs`` it passes).
 
@@ -35,6 +49,7 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
+from pacore_graph.graph.journal import JOURNAL_CONFIG_KEY, ExplorerJournal, JournalScope
 from pacore_graph.graph.records import PaCoReResult
 from pacore_graph.runs.checkpoint import DEFAULT_DURABILITY, Durability, with_checkpointer
 from pacore_graph.runs.store_guard import StoreError
@@ -71,13 +86,17 @@ async def run_jobs(
     ``model_nodes``: the graph's nodes that call a model (the PaCoRe graph's
     ``explore``), when known; a saver that can (the SQLite one) then writes
     only the checkpoints before them, and a resume redoes the cheap steps in
-    between (:mod:`pacore_graph.runs.checkpoint`).
+    between (:mod:`pacore_graph.runs.checkpoint`); a saver with an explorer
+    journal is used as one instead (see the module docstring).
     """
     gate = asyncio.Semaphore(max(1, max_in_flight))
     runner = graph if checkpointer is None else with_checkpointer(graph, checkpointer)
     saver = None if checkpointer is None else runner.checkpointer
     if saver is not None and model_nodes is not None and hasattr(saver, "checkpoint_before"):
         saver.checkpoint_before = frozenset(model_nodes)
+    # Journaled runs: the graph runs unchecked, its explorers' results journaled.
+    journal = saver if model_nodes is not None and _can_journal(saver) else None
+    unchecked = with_checkpointer(graph, None) if journal is not None else graph
 
     stopping = asyncio.Event()  # set by the failure that stops the fan-out
 
@@ -86,6 +105,8 @@ async def run_jobs(
             try:
                 if saver is None:
                     out = await runner.ainvoke(dict(job.state))
+                elif journal is not None and not journal.has_checkpoints(job.thread_id):
+                    out = await _journaled(unchecked, journal, job)
                 else:
                     out = await _durable(runner, saver, job, durability)
                 result = out["result"]
@@ -122,6 +143,20 @@ def _first(group: BaseExceptionGroup[BaseException]) -> BaseException:
     """The exception that stopped the fan-out (the others are its consequences)."""
     first = group.exceptions[0]
     return _first(first) if isinstance(first, BaseExceptionGroup) else first
+
+
+def _can_journal(saver: Any) -> bool:
+    """Whether ``saver`` keeps an explorer journal and knows which threads have checkpoints."""
+    return isinstance(saver, ExplorerJournal) and callable(getattr(saver, "has_checkpoints", None))
+
+
+async def _journaled(graph: Any, journal: Any, job: Job) -> Any:
+    """Run ``job`` from its input, its explorer calls answered from or recorded in ``journal``."""
+    scope = JournalScope(journal, job.thread_id)
+    config: RunnableConfig = {
+        "configurable": {"thread_id": job.thread_id, JOURNAL_CONFIG_KEY: scope}
+    }
+    return await graph.ainvoke(dict(job.state), config)
 
 
 async def _durable(graph: Any, saver: Any, job: Job, durability: Durability) -> Any:

@@ -15,14 +15,19 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from pacore_graph.testing import ScriptedServer
 from tests.cli_support import run_argv
-from tests.durable_support import by_input, samples_returned, write_dataset
+from tests.durable_support import (
+    by_input,
+    kill_between_responses,
+    samples_returned,
+    wait_until,
+    write_dataset,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PROBLEMS = 24
@@ -45,6 +50,15 @@ def _share_workers() -> list[int]:
         if cmdline.startswith(b"ray::_call"):
             found.append(int(entry.name))
     return found
+
+
+def _sharing(srv: ScriptedServer, needed: int) -> bool:
+    """A quarter of the samples back and both share workers running: time to kill one."""
+    return samples_returned(srv) >= needed // 4 and len(_share_workers()) >= 2
+
+
+def _kill_a_share_worker() -> None:
+    os.kill(_share_workers()[0], signal.SIGKILL)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
@@ -75,18 +89,8 @@ def test_a_killed_worker_is_rerun_and_resumes_from_its_checkpoints(tmp_path: Pat
         proc = subprocess.Popen(
             argv, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE
         )
-        deadline = time.monotonic() + 240
-        while samples_returned(srv) < NEEDED // 4 or len(_share_workers()) < 2:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise AssertionError(f"the run ended early: {proc.communicate()[1][-3000:]!r}")
-            time.sleep(0.01)
-        time.sleep(LATENCY / 2)  # between responses, as test_durable_runs kills
-        victim = _share_workers()[0]
-        at_kill = samples_returned(srv)
-        os.kill(victim, signal.SIGKILL)
-        time.sleep(LATENCY * 2)
-        in_flight = samples_returned(srv) - at_kill  # both tasks' requests at the kill
+        wait_until(proc, lambda: _sharing(srv, NEEDED), timeout_s=240, what="the run")
+        at_kill, in_flight = kill_between_responses(srv, _kill_a_share_worker, LATENCY)
         stdout, stderr = proc.communicate(timeout=300)
         total = samples_returned(srv)
     assert proc.returncode == 0, stderr[-3000:]
@@ -129,17 +133,8 @@ def test_eval_over_ray_survives_a_killed_worker_merges_every_run_and_reports(
         proc = subprocess.Popen(
             argv, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE
         )
-        deadline = time.monotonic() + 240
-        while samples_returned(srv) < EVAL_NEEDED // 4 or len(_share_workers()) < 2:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise AssertionError(f"the eval ended early: {proc.communicate()[1][-3000:]!r}")
-            time.sleep(0.01)
-        time.sleep(LATENCY / 2)
-        at_kill = samples_returned(srv)
-        os.kill(_share_workers()[0], signal.SIGKILL)
-        time.sleep(LATENCY * 2)
-        in_flight = samples_returned(srv) - at_kill
+        wait_until(proc, lambda: _sharing(srv, EVAL_NEEDED), timeout_s=240, what="the eval")
+        _, in_flight = kill_between_responses(srv, _kill_a_share_worker, LATENCY)
         _, stderr = proc.communicate(timeout=400)
         total = samples_returned(srv)
     assert proc.returncode == 0, stderr[-3000:]

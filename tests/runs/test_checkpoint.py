@@ -15,42 +15,21 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+from durable_support import SeedClient
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
 
 from pacore_graph import PaCoReConfig, build_pacore_graph
-from pacore_graph.graph.records import Completion, PaCoReResult, Trajectory
+from pacore_graph.graph.records import PaCoReResult, Trajectory
 from pacore_graph.runs.checkpoint import open_checkpointer, pacore_serde
-from pacore_graph.settings.config import SamplingParams
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CONFIG = PaCoReConfig(rounds=[4, 2], batch_samples=False, sampling={"seed": 0})
-
-
-@dataclass
-class SeedClient:
-    """Answers by seed; seeds in ``hold`` wait until released (a call still in flight)."""
-
-    hold: frozenset[int] = frozenset()
-    model: str = "seeded"
-    says: str = "answer"
-    seeds: list[int | None] = field(default_factory=list)
-    answered: int = 0
-
-    async def complete(
-        self, messages: Any, *, n: int = 1, params: SamplingParams, seed: int | None = None
-    ) -> list[Completion]:
-        self.seeds.append(seed)
-        if seed in self.hold:
-            await asyncio.Event().wait()  # never answers
-        self.answered += 1
-        return [Completion(content=f"{self.says} from seed {seed}", completion_tokens=3)] * n
 
 
 @asynccontextmanager

@@ -5,8 +5,9 @@ server (real HTTP); once 80 samples have come back it is killed with SIGKILL,
 then the same command runs to the end. Over both runs the server generates at
 most the samples needed plus those in flight at the kill (the
 ``--max-concurrency`` bound), and the results file holds one line per
-problem. Checked with the default SQLite checkpoints and with a real
-PostgreSQL server started for the test.
+problem. Checked with the default SQLite store (its explorer journal,
+:mod:`pacore_graph.graph.journal`) and with a real PostgreSQL server started
+for the test (LangGraph's per-step checkpoints).
 """
 
 from __future__ import annotations
@@ -14,15 +15,21 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from cli_support import run_argv
-from durable_support import by_input, samples_returned, write_dataset
+from durable_support import (
+    by_input,
+    kill_between_responses,
+    samples_returned,
+    wait_until,
+    write_dataset,
+)
 from pg_support import running_postgres
 
 from pacore_graph.runs.checkpoint import RUN_CHECKPOINT_SUFFIX
@@ -70,22 +77,17 @@ def kill_then_rerun(srv: ScriptedServer, tmp_path: Path, checkpoint: str | None)
     proc = subprocess.Popen(
         argv, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
-    deadline = time.monotonic() + 120
-    while samples_returned(srv) < KILL_AFTER:
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise AssertionError(f"the first run ended early: {proc.communicate()[1][-2000:]!r}")
-        time.sleep(0.005)
-    # Kill between responses (half a latency later), not in the instant a response
-    # leaves the server: the client needs a few milliseconds to receive it and to
-    # checkpoint its trajectory (a result killed inside that window is redone).
-    time.sleep(LATENCY / 2)
-    at_kill = samples_returned(srv)
-    proc.send_signal(signal.SIGKILL)
-    proc.communicate(timeout=30)
-    time.sleep(LATENCY * 2)  # requests in flight at the kill are answered (to no one)
-    in_flight = samples_returned(srv) - at_kill
+    wait_until(
+        proc, lambda: samples_returned(srv) >= KILL_AFTER, timeout_s=120, what="the first run"
+    )
+
+    def kill() -> None:
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=30)
+
+    at_kill, in_flight = kill_between_responses(srv, kill, LATENCY)
     finished_before = len(out.read_text().splitlines()) if out.exists() else 0
+    stored = _stored_rows(tmp_path / ("results.jsonl" + RUN_CHECKPOINT_SUFFIX))
     rerun = subprocess.run(argv, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     lines = [json.loads(line) for line in out.read_text().splitlines()]
@@ -99,7 +101,19 @@ def kill_then_rerun(srv: ScriptedServer, tmp_path: Path, checkpoint: str | None)
         "in_flight": in_flight,
         "finished_before": finished_before,
         "total": total,
+        **stored,
     }
+
+
+def _stored_rows(path: Path) -> dict[str, int]:
+    """What the SQLite store held at the kill: journal rows and LangGraph checkpoints."""
+    if not path.exists():
+        return {}
+    with sqlite3.connect(path) as conn:
+        return {
+            "journal_rows": conn.execute("SELECT COUNT(*) FROM pacore_journal").fetchone()[0],
+            "checkpoint_rows": conn.execute("SELECT COUNT(*) FROM checkpoints").fetchone()[0],
+        }
 
 
 def test_sigkill_then_rerun_with_sqlite_redoes_only_in_flight_samples(
@@ -112,6 +126,8 @@ def test_sigkill_then_rerun_with_sqlite_redoes_only_in_flight_samples(
     assert figures["in_flight"] <= CONCURRENCY
     # The default store: SQLite beside the output, its threads deleted once written.
     assert (tmp_path / ("results.jsonl" + RUN_CHECKPOINT_SUFFIX)).exists()
+    # What bridged the kill is the explorer journal, not LangGraph's per-step checkpoints.
+    assert figures["journal_rows"] > 0 and figures["checkpoint_rows"] == 0
 
 
 def test_sigkill_then_rerun_with_postgres_redoes_only_in_flight_samples(
