@@ -29,7 +29,6 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -58,12 +57,6 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / ticks
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def start_upstream(latency: float) -> tuple[subprocess.Popen[str], str]:
     from pacore_graph.testing.loopback_server import spawn_server
 
@@ -71,6 +64,8 @@ def start_upstream(latency: float) -> tuple[subprocess.Popen[str], str]:
 
 
 def start_serve(upstreams: list[str]) -> tuple[subprocess.Popen[str], str]:
+    from pacore_graph.testing.loopback_server import free_port
+
     port = free_port()
     argv = [sys.executable, "-m", "pacore_graph.cli", "serve", "--model", "scripted"]
     for url in upstreams:

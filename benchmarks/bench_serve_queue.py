@@ -39,17 +39,9 @@ from prometheus_client.parser import text_string_to_metric_families
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pacore_graph.testing.loopback_server import spawn_server  # noqa: E402
+from pacore_graph.testing.loopback_server import free_port, spawn_server  # noqa: E402
 
 VARIANTS: dict[str, list[str]] = {"queue": [], "no-queue": ["--max-queue", "0"]}
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def metrics(root: str) -> dict[str, Any]:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -33,14 +32,9 @@ import tempfile
 from pathlib import Path
 
 from pacore_graph.rl.rewards import encode_ground_truth
+from pacore_graph.testing.loopback_server import free_port
 
 ROWS = 32
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def write_trainset(path: Path) -> Path:

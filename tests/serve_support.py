@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -25,6 +24,7 @@ import uvicorn
 
 from pacore_graph.serve import ServeSettings, ServeState, create_app
 from pacore_graph.serve.server import uvicorn_config
+from pacore_graph.testing.loopback_server import free_port
 
 
 @dataclass
@@ -32,12 +32,6 @@ class RunningServe:
     base_url: str
     state: ServeState
     server: uvicorn.Server
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def serve_settings(*upstreams: Any, **overrides: Any) -> ServeSettings:

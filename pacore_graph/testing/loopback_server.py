@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import contextlib
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -24,7 +25,13 @@ from typing import ClassVar, Self
 
 from aiohttp import web
 
-__all__ = ["LoopbackServer", "serve_until_signalled", "server_arg_parser", "spawn_server"]
+__all__ = [
+    "LoopbackServer",
+    "free_port",
+    "serve_until_signalled",
+    "server_arg_parser",
+    "spawn_server",
+]
 
 
 class LoopbackServer(abc.ABC):
@@ -184,6 +191,18 @@ class LoopbackServer(abc.ABC):
             yield self
         finally:
             self.stop_thread()
+
+
+def free_port() -> int:
+    """A loopback TCP port free now, for a server started by port number (not ``--port 0``).
+
+    Another process could take it before the server binds; the servers here
+    report their own port when given 0, so this is for third-party ones
+    (``accelerate``'s rendezvous, ``pacore serve`` started by flags).
+    """
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def server_arg_parser(prog: str, description: str, model: str) -> argparse.ArgumentParser:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -29,6 +28,7 @@ import pytest
 
 from pacore_graph.rl.processes import LaunchError, Processes, check_launch, current_processes
 from pacore_graph.rl.rewards import encode_ground_truth
+from pacore_graph.testing.loopback_server import free_port
 
 LAYER_WEIGHT = "model.layers.0.self_attn.q_proj.weight"
 #: Eight problems with distinct answers: PPO's two steps on two ranks take all eight.
@@ -41,12 +41,6 @@ def score(response, ground_truth):
         f.write(json.dumps(ground_truth["answer"]) + "\\n")
     return (zlib.crc32(response.encode()) % 1000) / 999
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def write_trainset(path: Path) -> Path:
