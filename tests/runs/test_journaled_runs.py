@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,14 +20,11 @@ import pytest
 from durable_support import SeedClient
 
 from pacore_graph import PaCoReConfig, build_pacore_graph
-from pacore_graph.graph.explorer import ExploreGroup, ExploreTask
-from pacore_graph.graph.journal import JournalScope, journal_key
-from pacore_graph.graph.records import PaCoReResult, Trajectory
+from pacore_graph.graph.records import PaCoReResult
 from pacore_graph.runs.checkpoint import open_checkpointer
 from pacore_graph.runs.fanout import Job, run_jobs
 from pacore_graph.runs.runner import PACORE_MODEL_NODES
 from pacore_graph.runs.store_guard import StoreError
-from pacore_graph.settings.config import SamplingParams
 
 #: One call per explorer (no ``n``-batching): a resume can be told apart per sample.
 CONFIG = PaCoReConfig(rounds=[4, 2], batch_samples=False, sampling={"seed": 0})
@@ -214,79 +210,3 @@ async def test_a_journal_that_cannot_be_written_stops_the_run_with_one_line(
     message = str(raised.value)
     assert str(path) in message and "full" in message and "\n" not in message
     assert lines.done == {}  # no problem is recorded as failed for the store's failure
-
-
-# ------------------------------------------------------------------------ the key
-
-
-def _task(**change: Any) -> ExploreTask:
-    fields: dict[str, Any] = {
-        "run_id": "run-a",
-        "problem_id": "p",
-        "round": 1,
-        "index": 0,
-        "width": 2,
-        "messages": ({"role": "user", "content": "Q?"},),
-        "references": (0, 1),
-        "seed": 1000,
-        "params": SamplingParams(temperature=1.0),
-    }
-    return ExploreTask(**{**fields, **change})
-
-
-def test_the_key_ignores_the_run_id_and_sees_everything_the_answer_depends_on() -> None:
-    base = journal_key(_task())
-    assert journal_key(_task(run_id="run-b")) == base  # a resume draws a new run id
-    assert journal_key(_task(stream=True)) == base  # how the answer is delivered
-    for change in (
-        {"round": 2},
-        {"index": 1},
-        {"seed": 1001},
-        {"width": 3},
-        {"references": (1, 0)},
-        {"problem_id": "q"},
-        {"messages": ({"role": "user", "content": "Q!"},)},
-        {"params": SamplingParams(temperature=0.5)},
-    ):
-        assert journal_key(_task(**change)) != base, change
-    assert base.startswith("1:")
-
-
-def test_a_groups_key_depends_on_its_prompts_not_on_their_identity() -> None:
-    prompt = ({"role": "user", "content": "Q?"},)
-    shared = ExploreGroup([_task(index=i, messages=prompt) for i in range(2)])
-    copies = ExploreGroup(
-        [_task(index=i, messages=tuple(dict(m) for m in prompt)) for i in range(2)]
-    )
-    other = ExploreGroup(
-        [_task(index=0), _task(index=1, messages=({"role": "user", "content": "x"},))]
-    )
-    assert journal_key(shared) == journal_key(copies)
-    assert journal_key(other) != journal_key(shared)
-    # Settings that differ on a later task count too, not only the first task's.
-    cooler = SamplingParams(temperature=0.5)
-    mixed = ExploreGroup([_task(index=0, messages=prompt), _task(index=1, params=cooler)])
-    assert journal_key(mixed) != journal_key(shared)
-
-
-class DictJournal:
-    def __init__(self) -> None:
-        self.rows: dict[tuple[str, str], tuple[Trajectory, ...]] = {}
-
-    async def journal_replay(self, thread: str, key: str) -> tuple[Trajectory, ...] | None:
-        return self.rows.get((thread, key))
-
-    async def journal_record(self, thread: str, key: str, found: Sequence[Trajectory]) -> None:
-        self.rows[(thread, key)] = tuple(found)
-
-
-async def test_a_call_that_returned_nothing_usable_is_not_journaled() -> None:
-    journal = DictJournal()
-    scope = JournalScope(journal, "t")
-    failed = Trajectory(round=0, index=0, error="500")
-    await scope.record("k1", [failed])
-    await scope.record("k2", [])
-    assert journal.rows == {}
-    ok = Trajectory(round=0, index=1, content="x")
-    await scope.record("k3", [failed, ok])  # a failure beside an answer is kept, as it was
-    assert await scope.replay("k3") == (failed, ok)
