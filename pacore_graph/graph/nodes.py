@@ -256,16 +256,31 @@ class PaCoReNodes:
         before is replayed from the journal, and a new one is recorded there
         before the node returns.
         """
+        explore = partial(self._explore_tasks, task, config)
+        return {"pending": await self._through_journal(task, config, explore)}
+
+    async def _through_journal(
+        self,
+        task: ExploreTask | ExploreGroup,
+        config: RunnableConfig,
+        explore: Callable[[], Awaitable[list[Trajectory]]],
+    ) -> list[Trajectory]:
+        """``explore()``'s trajectories, or the journal's for a call it answered before.
+
+        Every ``explore`` node (plain, grouped, subgraph) goes through here: in
+        a journaled run a call is looked up by its key first, and a new one
+        is recorded before the node returns; without a journal it just runs.
+        """
         journal = journal_of(config)
         if journal is None:
-            return {"pending": await self._explore_tasks(task, config)}
+            return await explore()
         key = journal_key(task)
         replayed = await journal.replay(key)
         if replayed is not None:
-            return {"pending": list(replayed)}
-        found = await self._explore_tasks(task, config)
+            return list(replayed)
+        found = await explore()
         await journal.record(key, found)
-        return {"pending": found}
+        return found
 
     async def _explore_tasks(
         self, task: ExploreTask | ExploreGroup, config: RunnableConfig
@@ -350,21 +365,17 @@ class PaCoReNodes:
                     await explorer.release(task)
 
         async def explore(task: ExploreTask, config: RunnableConfig) -> dict[str, Any]:
-            journal = journal_of(config)  # as in ``explore``: replayed, or recorded once done
-            key = journal_key(task) if journal is not None else ""
-            if journal is not None and (replayed := await journal.replay(key)) is not None:
-                return {"pending": list(replayed)}
-            try:
-                # ``subgraph`` named here: LangGraph finds a node's subgraph
-                # among the names its function uses.
-                trajectory = await self._explore_one(task, lambda: run(subgraph, task, config))
-            except BaseException as exc:
-                self.fail_run(task, exc)
-                raise
-            found = [] if trajectory is None else [trajectory]
-            if journal is not None:
-                await journal.record(key, found)
-            return {"pending": found}
+            async def one() -> list[Trajectory]:
+                try:
+                    # ``subgraph`` named here: LangGraph finds a node's subgraph
+                    # among the names its function uses.
+                    trajectory = await self._explore_one(task, lambda: run(subgraph, task, config))
+                except BaseException as exc:
+                    self.fail_run(task, exc)
+                    raise
+                return [] if trajectory is None else [trajectory]
+
+            return {"pending": await self._through_journal(task, config, one)}
 
         return explore
 
