@@ -24,6 +24,7 @@ __all__ = [
     "by_input",
     "kill_between_responses",
     "samples_returned",
+    "saved_tasks",
     "wait_until",
     "write_dataset",
 ]
@@ -98,3 +99,13 @@ class SeedClient:
             await asyncio.Event().wait()  # never answers
         self.answered += 1
         return [Completion(content=f"{self.says} from seed {seed}", completion_tokens=3)] * n
+
+
+async def saved_tasks(graph: Any, config: Any, want: int) -> None:
+    """Wait until ``want`` tasks of the thread's next step have their writes saved."""
+    for _ in range(500):
+        snapshot = await graph.aget_state(config)
+        if sum(1 for t in snapshot.tasks if t.result is not None) >= want:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the finished explorers' writes were never saved")

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from durable_support import SeedClient
+from durable_support import SeedClient, saved_tasks
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
@@ -39,15 +39,6 @@ async def saver_for(kind: str, tmp_path: Path) -> AsyncIterator[Any]:
         yield saver
 
 
-async def _saved_tasks(graph: Any, config: Any, want: int) -> None:
-    for _ in range(500):
-        snapshot = await graph.aget_state(config)
-        if sum(1 for t in snapshot.tasks if t.result is not None) >= want:
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("the finished explorers' writes were never saved")
-
-
 @pytest.mark.parametrize("kind", ["memory", "sqlite"])
 async def test_resume_calls_only_the_explorers_whose_results_were_not_saved(
     kind: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
@@ -58,7 +49,7 @@ async def test_resume_calls_only_the_explorers_whose_results_were_not_saved(
         first = SeedClient(hold=frozenset({2}))
         graph = build_pacore_graph(first, config=CONFIG, checkpointer=saver)
         run = asyncio.create_task(graph.ainvoke(question, thread, durability="async"))
-        await _saved_tasks(graph, thread, want=3)
+        await saved_tasks(graph, thread, want=3)
         run.cancel()
         with pytest.raises(asyncio.CancelledError):
             await run
@@ -202,7 +193,7 @@ async def test_a_thread_written_whole_resumes_and_stays_whole(tmp_path: Path) ->
         # sync: no checkpoint is still being written in the background when the saver
         # closes (it held the file's lock, and opening it again failed as "locked").
         run = asyncio.create_task(graph.ainvoke(question, cfg, durability="sync"))
-        await _saved_tasks(graph, cfg, want=3)
+        await saved_tasks(graph, cfg, want=3)
         run.cancel()
         with pytest.raises(asyncio.CancelledError):
             await run
@@ -242,7 +233,7 @@ async def test_only_the_checkpoints_before_model_calls_are_written(tmp_path: Pat
             SeedClient(hold=frozenset({2})), config=CONFIG, checkpointer=saver
         )
         run = asyncio.create_task(graph.ainvoke(question, cfg))
-        await _saved_tasks(graph, cfg, want=3)
+        await saved_tasks(graph, cfg, want=3)
         run.cancel()
         with pytest.raises(asyncio.CancelledError):
             await run

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from durable_support import SeedClient
+from durable_support import SeedClient, saved_tasks
 
 from pacore_graph import PaCoReConfig, build_pacore_graph
 from pacore_graph.graph.records import PaCoReResult
@@ -167,11 +167,7 @@ async def test_a_thread_with_langgraph_checkpoints_resumes_from_them(tmp_path: P
             SeedClient(hold=frozenset({2})), config=CONFIG, checkpointer=saver
         )
         run = asyncio.create_task(graph.ainvoke({"messages": QUESTION}, cfg))
-        for _ in range(500):
-            snapshot = await graph.aget_state(cfg)
-            if sum(1 for t in snapshot.tasks if t.result is not None) >= 3:
-                break
-            await asyncio.sleep(0.01)
+        await saved_tasks(graph, cfg, want=3)
         run.cancel()
         with pytest.raises(asyncio.CancelledError):
             await run
