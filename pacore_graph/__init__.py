@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from pacore_graph.llm.batching import SampleBatcher
     from pacore_graph.llm.client import ChatClient, OpenAICompatClient
     from pacore_graph.settings.config import PRESETS, PaCoReConfig, RetryPolicy, SamplingParams
+    from pacore_graph.settings.rounds import Round
 
 
 __version__ = "0.1.0"
@@ -62,6 +63,7 @@ __all__ = [
     "PaCoReError",
     "PaCoReResult",
     "RetryPolicy",
+    "Round",
     "RoundFailedError",
     "SampleBatcher",
     "SamplingParams",
@@ -91,6 +93,7 @@ _LOCATIONS: dict[str, str] = {
     "PaCoReConfig": "settings.config",
     "RetryPolicy": "settings.config",
     "SamplingParams": "settings.config",
+    "Round": "settings.rounds",
     "ModelCallError": "errors",
     "PaCoReError": "errors",
     "RoundFailedError": "errors",

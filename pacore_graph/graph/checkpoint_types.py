@@ -33,6 +33,7 @@ from pacore_graph.graph.explorer import ExploreGroup, ExploreTask
 from pacore_graph.graph.records import Completion, PaCoReResult, ToolCallRecord, Trajectory
 from pacore_graph.graph.state import RunShape
 from pacore_graph.settings.config import SamplingParams
+from pacore_graph.settings.rounds import Round
 
 __all__ = ["LEGACY_MODULES", "SERDE_ALLOWLIST", "pacore_serde", "with_pacore_types"]
 
@@ -45,6 +46,7 @@ _TYPES: tuple[type, ...] = (
     ExploreGroup,
     RunShape,
     SamplingParams,
+    Round,
 )
 
 #: ``(module, name)`` of every type the PaCoRe graph's state and ``Send`` payloads hold.

@@ -73,8 +73,8 @@ class ExploreTask:
     stream: bool = False
     """The final K=1 round: its tokens stream when a ``messages`` stream listens."""
     params: SamplingParams | None = None
-    """This run's sampling settings (its context's, else the graph's): set by the fan-out;
-    ``None`` only for a task built by hand, which then uses the batcher's."""
+    """What this task's round sends (the run's sampling with the round's own settings): set
+    by the fan-out; ``None`` only for a task built by hand, which then uses the batcher's."""
 
     def __post_init__(self) -> None:
         # A checkpointed Send comes back with lists (msgpack); keep the tuples.
@@ -214,6 +214,7 @@ class ChatExplorer:
             tokens_estimated=c.tokens_estimated,
             logprobs=compact_logprobs(c.logprobs),
             token_ids=c.token_ids,
+            model=c.model,
         )
 
     async def _stream(self, task: ExploreTask, config: RunnableConfig, seed: int | None) -> Any:
@@ -223,14 +224,17 @@ class ChatExplorer:
             return await self.batcher.sample(
                 task.messages, group=task.group, expected=1, seed=seed, params=task.params
             )
-        tokens = TokenStream(config, message_id=answer_message_id(task.run_id), model=client.model)
+        params = task.params or self.batcher.params
+        tokens = TokenStream(
+            config, message_id=answer_message_id(task.run_id), model=params.model or client.model
+        )
         await tokens.start(task.messages)
         completion = None
         try:
             async with self.batcher.limiter.hold(1):
                 completion = await client.stream(
                     task.messages,
-                    params=task.params or self.batcher.params,
+                    params=params,
                     seed=seed,
                     on_delta=tokens.on_delta,
                 )

@@ -130,9 +130,7 @@ class PaCoReNodes:
         explorer = self.explorer
         self.group_sends = isinstance(explorer, ChatExplorer) and explorer.batcher.enabled
         self.schedule = self._schedule(cfg)
-        self.shape = RunShape(
-            schedule=self.schedule, sampling=cfg.sampling, preset=cfg.preset_name()
-        )
+        self.shape = RunShape.of(cfg, self.schedule)
         self.quorum = RoundQuorum(quorum=cfg.round_quorum, deadline=cfg.round_deadline)
         self.early_stop = (
             EarlyStop(cfg.early_stop_consensus) if cfg.early_stop_consensus is not None else None
@@ -159,7 +157,7 @@ class PaCoReNodes:
         )
         run_id = uuid.uuid4().hex
         schedule = self._schedule(cfg)
-        self.tracer.start_run(run_id, schedule, cfg.preset_name(), messages=convo)
+        self.tracer.start_run(run_id, schedule, cfg.preset_name(), messages=convo, config=cfg)
         update: dict[str, Any] = {
             "run_id": run_id,
             "started": time.time(),
@@ -169,9 +167,7 @@ class PaCoReNodes:
             "pending": None,
         }
         if cfg is not self.config:
-            update["settings"] = RunShape(
-                schedule=schedule, sampling=cfg.sampling, preset=cfg.preset_name()
-            )
+            update["settings"] = RunShape.of(cfg, schedule)
         if compactor is not None:
             update["compactor"] = compactor
         return update
@@ -220,11 +216,11 @@ class PaCoReNodes:
         """
         r = state["round"]
         shape = self.run_shape(state)
-        schedule, sampling = shape.schedule, shape.sampling
+        schedule, sampling = shape.schedule, shape.sampling_for(r)
         width = state.get("width") or schedule[r]
         prompt, refs = state["prompt"], state["prompt_refs"]
         run_id, problem_id = state["run_id"], state.get("problem_id")
-        base_seed = sampling.seed
+        base_seed = shape.sampling.seed
         final = self.aggregator is None and r == len(schedule) - 1
         tasks = [
             ExploreTask(
@@ -318,7 +314,12 @@ class PaCoReNodes:
         with (
             session_scope(task.run_id),  # the run's session header on its requests
             self.tracer.explorer(
-                task.run_id, task.index, task.references, task.messages, self.explorer_name
+                task.run_id,
+                task.index,
+                task.references,
+                task.messages,
+                self.explorer_name,
+                params=task.params,
             ) as span,
         ):
             if gate is None:
@@ -386,6 +387,10 @@ class PaCoReNodes:
         done = sorted(state.get("pending") or (), key=lambda t: t.index)
         name = state.get("compactor")
         compactor = self.compactor if name is None else self._compactor(name)
+        shape = self.run_shape(state)
+        used = shape.settings_for(r, self.model_name)
+        if used is not None or any(t.model is None for t in done):
+            done = [self._record_settings(t, used, shape, r) for t in done]
         compacted = tuple(t if t.failed else replace(t, message=compactor.compact(t)) for t in done)
         note = self._round_note(state, r, compacted, gate)
         compactor_name = getattr(compactor, "name", type(compactor).__name__)
@@ -415,6 +420,15 @@ class PaCoReNodes:
                 update["stopped"] = stop
                 update["round"] = len(schedule)  # route() goes to finalize
         return update
+
+    def _record_settings(
+        self, t: Trajectory, used: Mapping[str, Any] | None, shape: RunShape, r: int
+    ) -> Trajectory:
+        """``t`` saying what its round sent (when the round had its own) and its model."""
+        model = t.model or shape.sampling_for(r).model or self.model_name
+        if used is None:
+            return t if model == t.model else replace(t, model=model)
+        return replace(t, sampling=used, model=model)
 
     def _round_note(
         self,
@@ -475,7 +489,13 @@ class PaCoReNodes:
         rounds = state["rounds"]
         shape = self.run_shape(state)
         sampling = shape.sampling.model_dump(mode="json")
+        if sampling.get("model") is None:
+            sampling.pop("model", None)
         details: dict[str, Any] = {"run_id": state["run_id"], "sampling": sampling}
+        if shape.per_round is not None:
+            details["round_settings"] = [
+                shape.settings_for(i, self.model_name) for i in range(len(shape.per_round))
+            ]
         final: Trajectory
         stopped = state.get("stopped")
         control = state.get("control")
@@ -500,7 +520,7 @@ class PaCoReNodes:
             schedule=shape.schedule,
             problem_id=state.get("problem_id"),
             wall_s=time.time() - state["started"],
-            model=self.model_name,
+            model=self.model_name or final.model,
             preset=shape.preset,
             extra=details,
         )
@@ -517,7 +537,7 @@ class PaCoReNodes:
     # ---------------------------------------------------------------- helpers
 
     def _schedule(self, cfg: PaCoReConfig) -> tuple[int, ...]:
-        return cfg.schedule if self.aggregator is None else cfg.rounds
+        return cfg.schedule if self.aggregator is None else cfg.widths
 
     def run_shape(self, state: PaCoReState) -> RunShape:
         """This run's shape: the one its context set (kept in the state), else the graph's."""

@@ -88,6 +88,12 @@ class Trajectory:
     token_ids: tuple[int, ...] | None = None
     artifacts: Mapping[str, Any] = field(default_factory=dict)
     """What a tool explorer produced besides text, e.g. a SWE attempt's diff and tests."""
+    model: str | None = None
+    """The model that answered (the server's name for it, else the one asked for)."""
+    sampling: Mapping[str, Any] | None = None
+    """What this trajectory's round sent when the round had settings of its own (a
+    ``Round``: ``temperature``, ``top_p``, ``max_tokens``, ``model``); ``None`` when
+    it used the run's (``PaCoReResult.extra["sampling"]``)."""
 
     def __post_init__(self) -> None:
         # A checkpoint round trip (msgpack) turns tuples into lists; keep them tuples.
@@ -122,6 +128,10 @@ class Trajectory:
         data["references"] = list(self.references)
         data["tool_calls"] = [dict(asdict(call)) for call in self.tool_calls]
         data["artifacts"] = dict(self.artifacts)
+        if self.sampling is None:
+            del data["sampling"]  # the run's sampling: no key, as before rounds had their own
+        else:
+            data["sampling"] = dict(self.sampling)
         if self.token_ids is not None:
             data["token_ids"] = list(self.token_ids)
         return data
@@ -157,6 +167,8 @@ class Trajectory:
             logprobs=data.get("logprobs"),
             token_ids=tuple(token_ids) if token_ids is not None else None,
             artifacts=dict(data.get("artifacts") or {}),
+            model=data.get("model"),
+            sampling=data.get("sampling"),
         )
 
 

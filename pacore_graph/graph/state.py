@@ -15,7 +15,7 @@ from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
 from pacore_graph.graph.records import PaCoReResult, Trajectory
-from pacore_graph.settings.config import SamplingParams
+from pacore_graph.settings.config import PaCoReConfig, SamplingParams
 
 __all__ = [
     "PaCoReInput",
@@ -23,6 +23,7 @@ __all__ = [
     "PaCoReState",
     "RunShape",
     "collect_trajectories",
+    "request_settings",
 ]
 
 
@@ -37,15 +38,67 @@ def collect_trajectories(
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunShape:
-    """A run's shape: its rounds and sampling (kept in the state when its context changed them)."""
+    """A run's shape: its rounds and sampling (kept in the state when its context changed them).
+
+    ``per_round`` is what each round sends when some round has settings of
+    its own (a ``Round``, or ``final``): one entry per configured round and
+    one more for the answer step (the final synthesis round, or the
+    aggregator that replaces it); ``None`` when every round sends ``sampling``.
+    """
 
     schedule: tuple[int, ...]
     sampling: SamplingParams
     preset: str | None = None
+    per_round: tuple[SamplingParams, ...] | None = None
 
     def __post_init__(self) -> None:
         if type(self.schedule) is not tuple:  # a checkpoint round trip gives a list
             object.__setattr__(self, "schedule", tuple(self.schedule))
+        if self.per_round is not None and type(self.per_round) is not tuple:
+            object.__setattr__(self, "per_round", tuple(self.per_round))
+
+    @classmethod
+    def of(cls, config: PaCoReConfig, schedule: tuple[int, ...]) -> RunShape:
+        """The shape ``config`` runs as ``schedule`` (its rounds, then the answer step's)."""
+        per_round = (
+            tuple(config.round_sampling(i) for i in range(len(config.rounds) + 1))
+            if config.has_round_settings
+            else None
+        )
+        return cls(
+            schedule=schedule,
+            sampling=config.sampling,
+            preset=config.preset_name(),
+            per_round=per_round,
+        )
+
+    def sampling_for(self, round_index: int) -> SamplingParams:
+        """What round ``round_index`` sends (the answer step is the last index)."""
+        if self.per_round is None:
+            return self.sampling
+        return self.per_round[min(round_index, len(self.per_round) - 1)]
+
+    def settings_for(self, round_index: int, model: str | None = None) -> dict[str, Any] | None:
+        """The round's request settings for its records, or None when every round used the run's.
+
+        ``model`` is the client's, named when the round does not set its own.
+        """
+        if self.per_round is None:
+            return None
+        return request_settings(self.sampling_for(round_index), model)
+
+
+def request_settings(params: SamplingParams, model: str | None = None) -> dict[str, Any]:
+    """What a record says a call was sent with: temperature, top_p, max_tokens, model.
+
+    ``model`` is the client's, for settings that do not name one.
+    """
+    return {
+        "temperature": params.temperature,
+        "top_p": params.top_p,
+        "max_tokens": params.max_tokens,
+        "model": params.model or model,
+    }
 
 
 class PaCoReInput(TypedDict, total=False):

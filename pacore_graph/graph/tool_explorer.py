@@ -123,6 +123,15 @@ def _usage(message: AIMessage) -> tuple[int, int]:
     return int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0))
 
 
+def _answered_by(replies: Sequence[AIMessage]) -> str | None:
+    """The model name the last reply's metadata gives (``model_name``, as ChatOpenAI sets it)."""
+    for reply in reversed(replies):
+        name = (reply.response_metadata or {}).get("model_name")
+        if isinstance(name, str) and name:
+            return name
+    return None
+
+
 def _key(task: ExploreTask) -> tuple[str, int, int]:
     return (task.run_id, task.round, task.index)
 
@@ -144,6 +153,8 @@ def _sampling_kwargs(task: ExploreTask) -> dict[str, Any]:
         kwargs["top_p"] = task.params.top_p
         if task.params.max_tokens is not None:
             kwargs["max_tokens"] = task.params.max_tokens
+        if task.params.model is not None:
+            kwargs["model"] = task.params.model  # the round's own model
     if task.seed is not None:
         kwargs["seed"] = task.seed
     return kwargs
@@ -245,7 +256,10 @@ class _ToolLoop:
             model = model.bind(**kwargs)
         steps = state.get("steps", 0) + 1
         try:
-            with model_step_span(self.model_name) as step_span:
+            model_name = task.params.model if task.params is not None else None
+            with model_step_span(model_name or self.model_name) as step_span:
+                if step_span is not None and task.seed is not None:
+                    step_span.set_attribute("gen_ai.request.seed", task.seed)
                 answer = await model.ainvoke(state["messages"], config)
                 if step_span is not None and isinstance(answer, AIMessage):
                     p_tok, c_tok = _usage(answer)
@@ -338,6 +352,9 @@ class _ToolLoop:
                 latency_s=latency,
                 references=task.references,
                 tool_calls=records,
+                model=_answered_by(replies)
+                or (task.params.model if task.params is not None else None)
+                or self.model_name,
             )
             live = await self._live(task)
             return {"trajectory": await live.session.finish(trajectory)}

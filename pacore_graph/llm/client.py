@@ -322,7 +322,7 @@ class OpenAICompatClient(PerSampleClient):
             ),
             latency_s=time.perf_counter() - started,
             tokens_estimated=not counted,
-            model=self.model,
+            model=str(body.get("model") or self.model),
         )
 
     async def stream_each(
@@ -372,7 +372,9 @@ class OpenAICompatClient(PerSampleClient):
         probing = False  # asking again without continuous usage after a 400
         while True:
             attempt += 1
-            stream = ChoiceStream(n, model=self.model, keep_cap=self._keep_cap(body), watch=watch)
+            stream = ChoiceStream(
+                n, model=str(body["model"]), keep_cap=self._keep_cap(body), watch=watch
+            )
             reported = False
             try:
                 if not deadline.allows():
@@ -573,6 +575,10 @@ class OpenAICompatClient(PerSampleClient):
         if not isinstance(data, dict):
             raise malformed(f"the answer is {type(data).__name__} JSON, not an object")
         n = body.get("n")
+        asked = body.get("model")
         return parse_chat_choices(
-            data, latency_s=latency, model=self.model, n=n if isinstance(n, int) else 1
+            data,
+            latency_s=latency,
+            model=asked if isinstance(asked, str) else self.model,
+            n=n if isinstance(n, int) else 1,
         )

@@ -251,6 +251,8 @@ class LangChainChatClient(PerSampleClient):
         kwargs: dict[str, Any] = {"temperature": params.temperature, "top_p": params.top_p}
         if params.max_tokens is not None:
             kwargs["max_tokens"] = params.max_tokens
+        if params.model is not None:
+            kwargs["model"] = params.model  # a round's own model: the request's model name
         convo = list(messages)
         check_encodable(convo)
         # The SDK's timeout is per attempt and it retries on its own: the deadline
@@ -353,7 +355,7 @@ class LangChainChatClient(PerSampleClient):
                 completion_tokens=share,
                 latency_s=latency,
                 tokens_estimated=len(texts) > 1,
-                model=self.model,
+                model=str(kwargs.get("model") or self.model),
             )
             for (content, reasoning, _), share, gen in zip(texts, shares, generations, strict=True)
         ]

@@ -79,7 +79,7 @@ from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, Statu
 from pacore_graph.graph.records import PaCoReResult, Trajectory
 from pacore_graph.otel import conventions as semconv
 from pacore_graph.otel import openinference as oi
-from pacore_graph.settings.config import PaCoReConfig
+from pacore_graph.settings.config import PaCoReConfig, SamplingParams
 
 __all__ = [
     "CAPTURE_CONTENT_ENV",
@@ -123,11 +123,13 @@ class _CallOutcome:
 class _Active:
     tracer: Tracer
     capture: bool
-    model: str
+    model: str | None
     provider: str
     conversation_id: str
     declared_provider: str | None = None
     outcome: _CallOutcome = field(default_factory=_CallOutcome)
+    params: SamplingParams | None = None
+    """What the explorer's round sends: a model step's span says it too."""
 
 
 #: The tracer of the explorer span in progress, so spans made deeper down (a
@@ -176,7 +178,8 @@ def model_step_span(
     if active is None:
         yield None
         return
-    model = model or active.model
+    params = active.params
+    model = model or (params.model if params is not None else None) or active.model or "model"
     attrs: dict[str, Any] = {
         oi.SPAN_KIND: oi.LLM,
         semconv.GEN_AI_OPERATION_NAME: semconv.CHAT,
@@ -184,6 +187,11 @@ def model_step_span(
         semconv.GEN_AI_REQUEST_MODEL: model,
         semconv.GEN_AI_CONVERSATION_ID: active.conversation_id,
     }
+    if params is not None:
+        attrs[semconv.GEN_AI_REQUEST_TEMPERATURE] = params.temperature
+        attrs[semconv.GEN_AI_REQUEST_TOP_P] = params.top_p
+        if params.max_tokens is not None:
+            attrs[semconv.GEN_AI_REQUEST_MAX_TOKENS] = params.max_tokens
     if active.capture and messages_json is not None:
         attrs[semconv.GEN_AI_INPUT_MESSAGES] = messages_json
     with active.tracer.start_as_current_span(
@@ -283,6 +291,15 @@ class TraceOptions:
     provider_name: str | None = None
 
 
+def _settings_json(params: SamplingParams, model: str | None) -> dict[str, Any]:
+    return {
+        "temperature": params.temperature,
+        "top_p": params.top_p,
+        "max_tokens": params.max_tokens,
+        "model": params.model or model,
+    }
+
+
 def _messages_json(messages: Sequence[Mapping[str, Any]]) -> str:
     return json.dumps(
         [
@@ -365,7 +382,8 @@ class RunTracer:
 
     def __init__(self, options: TraceOptions, *, config: PaCoReConfig, model: str | None) -> None:
         self.options = options
-        self.model = model or "unknown"
+        self.model = model
+        """The client's model, when the graph has one (a custom explorer may bring its own)."""
         self.config = config
         self.capture = (
             options.capture_content
@@ -392,31 +410,50 @@ class RunTracer:
         schedule: Sequence[int],
         preset: str | None,
         messages: Sequence[Mapping[str, Any]] | None = None,
+        config: PaCoReConfig | None = None,
     ) -> None:
         """Open the run's root span; ``messages`` (the problem) become its input.
 
-        Without ``messages`` the input is taken from the first explorer of
-        round 0, whose prompt is the problem as it was given.
+        ``config`` is the run's own (the graph's with its context applied):
+        the span says the rounds and sampling the run used. Without
+        ``messages`` the input is taken from the first explorer of round 0,
+        whose prompt is the problem as it was given.
         """
         if self._tracer is None:
             return
+        cfg = config if config is not None else self.config
+        sampling = cfg.sampling
+        attrs: dict[str, Any] = {
+            # The whole run is one GenAI workflow; OpenInference has no
+            # workflow kind, and AGENT (LLM and tool calls under one root)
+            # is what Phoenix lists as a run.
+            oi.SPAN_KIND: oi.AGENT,
+            semconv.GEN_AI_OPERATION_NAME: semconv.INVOKE_WORKFLOW,
+            semconv.GEN_AI_WORKFLOW_NAME: RUN_WORKFLOW,
+            semconv.GEN_AI_CONVERSATION_ID: run_id,
+            semconv.GEN_AI_REQUEST_TEMPERATURE: sampling.temperature,
+            semconv.GEN_AI_REQUEST_TOP_P: sampling.top_p,
+            "pacore.run_id": run_id,
+            "pacore.preset": preset or "custom",
+            "pacore.rounds": list(cfg.widths),
+            "pacore.schedule": list(schedule),
+        }
+        model = sampling.model or self.model
+        if model:
+            attrs[semconv.GEN_AI_REQUEST_MODEL] = model
+        if sampling.max_tokens is not None:
+            attrs[semconv.GEN_AI_REQUEST_MAX_TOKENS] = sampling.max_tokens
+        if sampling.seed is not None:
+            attrs[semconv.GEN_AI_REQUEST_SEED] = sampling.seed
+        if cfg.has_round_settings:
+            attrs["pacore.round_settings"] = json.dumps(
+                [
+                    {"k": k, **_settings_json(cfg.round_sampling(i), self.model)}
+                    for i, k in enumerate((*cfg.widths, 1))
+                ]
+            )
         span = self._tracer.start_span(
-            f"{semconv.INVOKE_WORKFLOW} {RUN_WORKFLOW}",
-            kind=SpanKind.INTERNAL,
-            attributes={
-                # The whole run is one GenAI workflow; OpenInference has no
-                # workflow kind, and AGENT (LLM and tool calls under one root)
-                # is what Phoenix lists as a run.
-                oi.SPAN_KIND: oi.AGENT,
-                semconv.GEN_AI_OPERATION_NAME: semconv.INVOKE_WORKFLOW,
-                semconv.GEN_AI_WORKFLOW_NAME: RUN_WORKFLOW,
-                semconv.GEN_AI_CONVERSATION_ID: run_id,
-                semconv.GEN_AI_REQUEST_MODEL: self.model,
-                "pacore.run_id": run_id,
-                "pacore.preset": preset or "custom",
-                "pacore.rounds": list(self.config.rounds),
-                "pacore.schedule": list(schedule),
-            },
+            f"{semconv.INVOKE_WORKFLOW} {RUN_WORKFLOW}", kind=SpanKind.INTERNAL, attributes=attrs
         )
         state = _RunState(span=span, recording=span.is_recording())
         with self._lock:
@@ -527,8 +564,13 @@ class RunTracer:
         references: Sequence[int],
         messages: Sequence[Mapping[str, Any]],
         name: str | None = None,
+        params: SamplingParams | None = None,
     ) -> Iterator[_ExplorerSpan]:
-        """A ``chat {model}`` span (or ``invoke_agent`` for a graph explorer)."""
+        """A ``chat {model}`` span (or ``invoke_agent`` for a graph explorer).
+
+        ``params`` is what the explorer's round sends (the run's sampling with
+        the round's own settings); its model, else the client's, names the span.
+        """
         state = self._state(run_id)
         if state is None or state.round_span is None or self._tracer is None:
             yield _ExplorerSpan(None, self, _CallOutcome())
@@ -543,11 +585,11 @@ class RunTracer:
             for pos, ref in enumerate(references, start=1)
             if ref in state.previous
         ]
-        sampling = self.config.sampling
+        sampling = params if params is not None else self.config.sampling
+        model = sampling.model or self.model
         attrs: dict[str, Any] = {
             oi.SPAN_KIND: oi.LLM if name is None else oi.AGENT,
             semconv.GEN_AI_OPERATION_NAME: semconv.CHAT if name is None else semconv.INVOKE_AGENT,
-            semconv.GEN_AI_REQUEST_MODEL: self.model,
             semconv.GEN_AI_REQUEST_TEMPERATURE: sampling.temperature,
             semconv.GEN_AI_REQUEST_TOP_P: sampling.top_p,
             semconv.GEN_AI_CONVERSATION_ID: run_id,
@@ -563,12 +605,14 @@ class RunTracer:
             attrs[semconv.GEN_AI_PROVIDER_NAME] = self.options.provider_name
         if sampling.max_tokens is not None:
             attrs[semconv.GEN_AI_REQUEST_MAX_TOKENS] = sampling.max_tokens
+        if model:
+            attrs[semconv.GEN_AI_REQUEST_MODEL] = model
         if name is not None:
             attrs[semconv.GEN_AI_AGENT_NAME] = name
         if self.capture:
             attrs[semconv.GEN_AI_INPUT_MESSAGES] = _messages_json(messages)
         span = self._tracer.start_span(
-            f"chat {self.model}" if name is None else f"invoke_agent {name}",
+            f"chat {model or 'model'}" if name is None else f"invoke_agent {name}",
             context=trace.set_span_in_context(state.round_span),
             kind=SpanKind.CLIENT if name is None else SpanKind.INTERNAL,
             attributes=attrs,
@@ -580,11 +624,12 @@ class RunTracer:
             _Active(
                 self._tracer,
                 self.capture,
-                self.model,
+                model,
                 self.options.provider_name or semconv.OPENAI_COMPATIBLE,
                 run_id,
                 self.options.provider_name,
                 outcome,
+                sampling,
             )
         )
         try:
@@ -643,6 +688,8 @@ class _ExplorerSpan:
                 "pacore.tool_calls": len(t.tool_calls),
             }
         )
+        if t.model:
+            span.set_attribute(semconv.GEN_AI_RESPONSE_MODEL, t.model)
         if t.failed:
             span.set_status(Status(StatusCode.ERROR, t.error or "failed"))
             span.set_attribute(

@@ -9,7 +9,8 @@ some clients always send them.
 ``max_tokens`` (or ``max_completion_tokens``), ``temperature``, ``top_p`` and
 ``seed`` apply to every explorer call of the run (explorer i of round r gets
 ``seed + 1000*r + i``). PaCoRe's own settings come through the ``openai``
-SDK's ``extra_body``: ``rounds`` (``[8, 2]`` or ``"8,2"``, overriding the
+SDK's ``extra_body``: ``rounds`` (``[8, 2]``, ``"8,2"``, or rounds with their
+own settings, ``[{"k": 8, "model": "small"}, 2]``, overriding the
 model name's widths) and ``compactor`` (``conclusion``, ``answer``,
 ``budget:N`` or a name the deployment registered; nothing a request names is
 imported).
@@ -46,6 +47,7 @@ from pacore_graph.settings.config import PaCoReConfig
 from pacore_graph.settings.fields import SETTINGS, serve_names
 from pacore_graph.settings.grammar import MethodSpec, parse_served_model, rounds_from
 from pacore_graph.settings.request_limits import RequestLimitError, RequestLimits
+from pacore_graph.settings.rounds import Round, RoundItem, rounds_from_items, widths_of
 from pacore_graph.settings.validation import first_setting
 
 __all__ = [
@@ -117,8 +119,11 @@ def _number(body: Mapping[str, Any], key: str, kind: type) -> Any:
     return value
 
 
-def _rounds(value: Any) -> tuple[int, ...]:
+def _rounds(value: Any) -> tuple[RoundItem, ...]:
+    """Widths (``[8, 2]``, ``"8,2"``) or rounds with their own settings (``{"k": 8, ...}``)."""
     try:
+        if isinstance(value, list) and any(isinstance(item, dict) for item in value):
+            return rounds_from_items(value, what="'rounds'")
         return rounds_from(value, what="'rounds'")
     except ValueError as exc:
         raise _bad(str(exc), "rounds") from None
@@ -202,9 +207,14 @@ def parse_request(
         )
     method = _method(model, body, limits)
     rounds = method.rounds
+    items: tuple[RoundItem, ...] = rounds
     if body.get("rounds") is not None:
-        rounds = _rounds(body["rounds"])
+        items = _rounds(body["rounds"])
+        rounds = widths_of(items)
         _within(limits, "rounds", rounds=rounds)
+        for item in items:  # a round's own max_tokens is held to the cap too
+            if isinstance(item, Round) and item.max_tokens is not None:
+                _within(limits, "rounds", max_tokens=item.max_tokens)
     n = body.get("n")
     if n is not None and n != 1:
         raise _bad("'n' must be 1: PaCoRe returns one synthesised answer per request", "n")
@@ -233,7 +243,7 @@ def parse_request(
         raise _bad("'stream_options' is only allowed with stream: true", "stream_options")
 
     # A method's graph has its rounds built in: a context's rounds would replace them.
-    settings: dict[str, Any] = {"rounds": rounds} if method.family == "pacore" else {}
+    settings: dict[str, Any] = {"rounds": items} if method.family == "pacore" else {}
     for key in _SETTINGS:
         kind = SETTINGS[key].kind
         if key == "rounds" or kind not in (int, float):

@@ -14,8 +14,15 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from pacore_graph.settings.fields import SETTINGS, config_field
-from pacore_graph.settings.grammar import MAX_ROUND_WIDTH, check_widths, preset_widths
+from pacore_graph.settings.grammar import MAX_ROUND_WIDTH, preset_widths
 from pacore_graph.settings.presets import PRESETS
+from pacore_graph.settings.rounds import (
+    Round,
+    RoundItem,
+    final_round,
+    rounds_from_items,
+    widths_of,
+)
 
 __all__ = [
     "MAX_ROUND_WIDTH",
@@ -50,10 +57,23 @@ class SamplingParams(_Frozen):
     extra_body: dict[str, Any] = Field(
         default_factory=dict, description="Extra JSON fields for the server (e.g. vLLM's top_k)."
     )
+    model: str | None = Field(
+        None,
+        min_length=1,
+        max_length=200,
+        description="The model name the requests carry (a round's own, see Round.model); "
+        "None: the client's.",
+    )
 
     def request_fields(self) -> dict[str, Any]:
-        """The JSON fields of a chat-completions request these settings produce."""
+        """The JSON fields of a chat-completions request these settings produce.
+
+        ``model``, when set (a round's own model), replaces the client's in
+        the body (:func:`~pacore_graph.llm.request_body.chat_body`).
+        """
         body: dict[str, Any] = {"temperature": self.temperature, "top_p": self.top_p}
+        if self.model is not None:
+            body["model"] = self.model
         if self.max_tokens is not None:
             body["max_tokens"] = self.max_tokens
         if self.logprobs:
@@ -111,10 +131,15 @@ class PaCoReConfig(_Frozen):
 
     ``rounds`` is K as configured, e.g. ``[32, 4]`` for ``high``; the run adds
     a final round of width 1 whose single trajectory is the answer, so
-    ``[32, 4]`` runs 32, 4, then 1 (see :attr:`schedule`).
+    ``[32, 4]`` runs 32, 4, then 1 (see :attr:`schedule`). An item may be a
+    :class:`~pacore_graph.settings.rounds.Round` with its own sampling and
+    model (``Round(16, model="small")``), and ``final`` sets the answer
+    round's (``Round(1, temperature=0.2)``); :meth:`round_sampling` is what
+    each round sends. A ``Round`` that sets nothing is stored as its width.
     """
 
-    rounds: tuple[int, ...] = config_field("rounds", min_length=1)
+    rounds: tuple[RoundItem, ...] = config_field("rounds", min_length=1)
+    final: Round | None = config_field("final")
     sampling: SamplingParams = Field(default_factory=SamplingParams)
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
     shuffle_seed: int | None = config_field("shuffle_seed")
@@ -176,16 +201,48 @@ class PaCoReConfig(_Frozen):
                 "rounds must be a list of round widths such as [32, 4], not a string "
                 "(the CLI's --rounds takes '32,4')"
             )
+        if isinstance(value, Mapping | Round):
+            raise ValueError(f"rounds must be a list of round widths or rounds, got {value!r}")
         try:
-            widths = list(value)
+            items = list(value)
         except TypeError:
             raise ValueError(f"rounds must be a list of positive integers, got {value!r}") from None
-        return check_widths(widths)
+        return rounds_from_items(items)
+
+    @field_validator("final", mode="before")
+    @classmethod
+    def _check_final(cls, value: Any) -> Any:
+        return final_round(value)
+
+    @property
+    def widths(self) -> tuple[int, ...]:
+        """The configured widths K (a :class:`Round`'s ``k``), without the final round."""
+        return widths_of(self.rounds)
 
     @property
     def schedule(self) -> tuple[int, ...]:
         """The widths actually run: the configured rounds plus the final K=1."""
-        return (*self.rounds, 1)
+        return (*self.widths, 1)
+
+    @property
+    def has_round_settings(self) -> bool:
+        """Whether any round (or ``final``) has its own sampling or model."""
+        return self.final is not None or any(isinstance(r, Round) for r in self.rounds)
+
+    def round_sampling(self, index: int) -> SamplingParams:
+        """What round ``index`` sends: the run's sampling with that round's own settings.
+
+        ``index`` ``len(rounds)`` is the answer step (the final synthesis
+        round, or an aggregator that replaces it): ``final``'s settings.
+        """
+        item: RoundItem | None
+        if index == len(self.rounds):
+            item = self.final
+        elif 0 <= index < len(self.rounds):
+            item = self.rounds[index]
+        else:
+            raise IndexError(f"round {index} is not in a run of {len(self.rounds) + 1} rounds")
+        return item.sampling(self.sampling) if isinstance(item, Round) else self.sampling
 
     @classmethod
     def from_preset(cls, name: str, **overrides: Any) -> PaCoReConfig:
@@ -222,7 +279,8 @@ class PaCoReConfig(_Frozen):
 
     def preset_name(self) -> str | None:
         """The preset these rounds match, if any (for reports and traces)."""
+        widths = self.widths
         for name, rounds in PRESETS.items():
-            if rounds == self.rounds:
+            if rounds == widths:
                 return name
         return None

@@ -88,11 +88,20 @@ _ROWS = (
     Setting(
         name="rounds",
         path=("rounds",),
-        help="round widths K, e.g. 8,2 (a final K=1 round is added)",
+        help="round widths K, e.g. 8,2 (a final K=1 round is added); in Python and JSON a "
+        "round may also be a Round (k with its own temperature, top_p, max_tokens, model)",
         kind=int,
         default=PRESETS["low"],
         per_run=True,
         serve=True,
+    ),
+    Setting(
+        name="final",
+        path=("final",),
+        help="the answer round's own sampling and model: a round of k=1 setting any of "
+        "temperature, top_p, max_tokens, model (unset: the run's)",
+        kind=dict,
+        per_run=True,
     ),
     Setting(
         name="compactor",

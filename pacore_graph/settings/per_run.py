@@ -41,6 +41,7 @@ from pydantic import (
     Field,
     ValidationError,
     create_model,
+    field_validator,
     model_validator,
 )
 from typing_extensions import TypedDict
@@ -54,6 +55,7 @@ from pacore_graph.settings.request_limits import (
     RequestLimitError,
     RequestLimits,
 )
+from pacore_graph.settings.rounds import Round, final_round, rounds_from_items
 from pacore_graph.settings.validation import describe
 
 __all__ = [
@@ -86,7 +88,7 @@ def _annotation(name: str) -> Any:
     if name == "preset":
         return Literal[tuple(PRESETS)] | None
     if name == "rounds":
-        return list[int] | None
+        return list[int | Round] | None
     if row.path is None:
         return str | None
     model: Any = PaCoReConfig
@@ -120,6 +122,20 @@ def _graph_value(base: PaCoReConfig, name: str, compactor: str | None) -> Any:
 
 class _RunSettingsBase(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
+
+    @field_validator("rounds", mode="before", check_fields=False)
+    @classmethod
+    def _rounds(cls, value: Any) -> Any:
+        """Widths and rounds (their JSON too), each checked with a message naming its place."""
+        if isinstance(value, list | tuple) and len(value) <= _ROUNDS_PARSE_CEILING:
+            return list(rounds_from_items(value)) if value else value
+        return value
+
+    @field_validator("final", mode="before", check_fields=False)
+    @classmethod
+    def _final(cls, value: Any) -> Any:
+        """The answer round: a round of k=1 (``k`` may be left out)."""
+        return final_round(value)
 
     @model_validator(mode="after")
     def _one_shape(self) -> Any:
@@ -161,7 +177,7 @@ def run_context_schema(
     }
     if "rounds" in fields:
         fields["rounds"] = Annotated[
-            list[Annotated[int, Field(ge=1)]] | None,
+            list[Annotated[int, Field(ge=1)] | Round] | None,
             _field("rounds", _graph_value(base, "rounds", compactor)),
             Field(max_length=limits.max_rounds),
         ]
@@ -208,6 +224,23 @@ def run_settings_given(
     return {**legacy, **fresh}, "configurable"
 
 
+def _check_round_tokens(
+    config: PaCoReConfig, asked: Mapping[str, Any], limits: RequestLimits, label: Any
+) -> None:
+    """A round's own ``max_tokens`` (in ``rounds`` or ``final``) is held to the cap too."""
+    where: list[tuple[str, Any]] = (
+        [("rounds", r) for r in config.rounds] if "rounds" in asked else []
+    )
+    if "final" in asked:
+        where.append(("final", config.final))
+    for name, item in where:
+        if isinstance(item, Round) and item.max_tokens is not None:
+            try:
+                limits.check(max_tokens=item.max_tokens)
+            except RequestLimitError as exc:
+                raise SettingsError(f"{label(name)}: {exc}") from None
+
+
 def resolve_settings(
     base: PaCoReConfig,
     given: Mapping[str, Any] | None,
@@ -241,12 +274,13 @@ def resolve_settings(
         raise SettingsError(describe(exc, label=label)) from None
     try:
         (limits or RequestLimits()).check(
-            rounds=config.rounds if {"rounds", "preset"} & set(asked) else None,
+            rounds=config.widths if {"rounds", "preset"} & set(asked) else None,
             max_tokens=asked.get("max_tokens"),
         )
     except RequestLimitError as exc:
         name = "preset" if exc.field == "rounds" and "preset" in asked else exc.field
         raise SettingsError(f"{label(name)}: {exc}") from None
+    _check_round_tokens(config, asked, limits or RequestLimits(), label)
     if compactor is not None:
         try:
             (compactors or CompactorRegistry()).resolve(compactor)

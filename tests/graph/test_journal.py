@@ -45,6 +45,8 @@ def test_the_key_ignores_the_run_id_and_sees_everything_the_answer_depends_on() 
         {"problem_id": "q"},
         {"messages": ({"role": "user", "content": "Q!"},)},
         {"params": SamplingParams(temperature=0.5)},
+        {"params": SamplingParams(temperature=1.0, model="small")},  # a round's own model
+        {"params": SamplingParams(temperature=1.0, max_tokens=64)},
     ):
         assert journal_key(_task(**change)) != base, change
     assert base.startswith("1:")

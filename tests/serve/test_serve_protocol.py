@@ -126,3 +126,22 @@ def test_a_deployment_offers_its_own_compactors_by_name(upstream: ScriptedServer
             post(srv, {"model": "pacore:2", "messages": MESSAGES, "compactor": "long"}), "compactor"
         )
         assert "short" in message
+
+
+def test_a_requests_rounds_may_carry_their_own_sampling_and_model(
+    served: RunningServe, upstream: ScriptedServer
+) -> None:
+    """``rounds`` as JSON objects: each round's requests carry its model and sampling."""
+    rounds = [{"k": 2, "model": "small", "temperature": 0.4}, 1]
+    ok = post(served, {"model": "pacore-low", "messages": MESSAGES, "rounds": rounds})
+    assert ok.status_code == 200, ok.text
+    sent = [(r.body["model"], r.body["temperature"], r.body.get("n", 1)) for r in upstream.requests]
+    assert sent == [("small", 0.4, 2), ("scripted", 1.0, 1), ("scripted", 1.0, 1)]
+    for bad, cause in (
+        ([{"k": 2, "tempo": 1}], "unknown round setting"),
+        ([{"k": 2, "max_tokens": 10**9}], "cap of 131072"),
+        ([{"k": 2, "temperature": 9}], "Round.temperature must be in [0.0, 2.0]"),
+    ):
+        body = {"model": "pacore-low", "messages": MESSAGES, "rounds": bad}
+        assert cause in refused(post(served, body), "rounds")
+    assert len(upstream.requests) == 3
