@@ -6,6 +6,13 @@ at once, so a request with ``n=32`` takes 32 units. asyncio primitives belong
 to one event loop, while a compiled graph may be used from several (tests,
 notebooks, ``asyncio.run`` per call), so the limiter keeps one counter per
 running loop.
+
+A hold inside a hold of the same limiter, in the same task or a task it
+started, takes nothing more: the outer hold already counts that work. This
+is what lets a custom explorer share the graph's limiter with the chat
+explorer it wraps (the graph holds one unit per trajectory around the
+custom explorer, and the inner batcher would otherwise wait for units its
+own callers hold: with K >= the capacity, forever).
 """
 
 from __future__ import annotations
@@ -15,8 +22,14 @@ import weakref
 from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from contextvars import ContextVar
 
 __all__ = ["SequenceLimiter"]
+
+#: The limiters (and the loop) the current task, or the task that started it, holds units of.
+_HELD: ContextVar[frozenset[tuple[int, int]]] = ContextVar(
+    "pacore_limiters_held", default=frozenset()
+)
 
 
 class _LoopState:
@@ -57,8 +70,20 @@ class SequenceLimiter:
     def _fits(self, state: _LoopState, units: int) -> bool:
         return units <= state.available or state.available == self.capacity
 
+    def _key(self) -> tuple[int, int]:
+        return (id(self), id(asyncio.get_running_loop()))
+
+    def held(self) -> bool:
+        """Whether the current task already holds units of this limiter (see the module doc)."""
+        return self._key() in _HELD.get()
+
     @asynccontextmanager
     async def hold(self, units: int = 1) -> AsyncIterator[None]:
+        held = _HELD.get()
+        key = self._key()
+        if key in held:  # inside a hold of ours: that hold already counts this work
+            yield
+            return
         state = self._state()
         units = max(1, units)
         if not state.waiters and self._fits(state, units):
@@ -81,9 +106,11 @@ class SequenceLimiter:
                         state.waiters.remove(entry)
                     self._wake(state)
                 raise
+        token = _HELD.set(held | {key})
         try:
             yield
         finally:
+            _HELD.reset(token)
             state.available += units
             self._wake(state)
 

@@ -8,6 +8,7 @@ order of admission, not how fast it happens.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 
 import pytest
 
@@ -25,7 +26,10 @@ class Holder:
 
     def __init__(self, limiter: SequenceLimiter, name: str, units: int, log: list[str]) -> None:
         self.release = asyncio.Event()
-        self.task = asyncio.create_task(self._run(limiter, name, units, log))
+        # A context of its own: another explorer's hold, not one inside the caller's.
+        self.task = asyncio.create_task(
+            self._run(limiter, name, units, log), context=contextvars.Context()
+        )
 
     async def _run(self, limiter: SequenceLimiter, name: str, units: int, log: list[str]) -> None:
         async with limiter.hold(units):
@@ -43,8 +47,11 @@ async def test_units_are_taken_and_given_back() -> None:
     assert limiter.in_use() == 0
     async with limiter.hold(3):
         assert limiter.in_use() == 3
-        async with limiter.hold(5):
-            assert limiter.in_use() == 8
+        waiting = Holder(limiter, "five", 5, [])  # another task's hold takes its own
+        await settle()
+        assert limiter.in_use() == 8
+        waiting.release.set()
+        await waiting.task
         assert limiter.in_use() == 3
     assert limiter.in_use() == 0
     async with limiter.hold(0):  # a request for nothing still takes one unit
@@ -164,3 +171,30 @@ async def test_waiters_cancelled_together_all_end_cancelled() -> None:
     release.set()
     await held
     assert limiter.in_use() == 0
+
+
+async def test_a_hold_inside_a_hold_takes_nothing_more() -> None:
+    """An explorer holding a unit calls code that holds the same limiter: no deadlock.
+
+    Capacity 1, held by the outer hold: the inner one (same task, or a task it
+    started) passes without waiting, while another task's hold still waits.
+    """
+    limiter = SequenceLimiter(1)
+    order: list[str] = []
+
+    async def inner(what: str) -> None:
+        async with limiter.hold(1):
+            order.append(what)
+
+    async with limiter.hold(1):
+        assert limiter.held()
+        async with limiter.hold(3):  # inside: already counted
+            order.append("inner")
+        started = asyncio.create_task(inner("started task"))  # inherits the context
+        elsewhere = asyncio.create_task(inner("elsewhere"), context=contextvars.Context())
+        await settle()
+        assert order == ["inner", "started task"] and not elsewhere.done()
+        assert started.done() and limiter.in_use() == 1
+    await settle()
+    assert order == ["inner", "started task", "elsewhere"]
+    assert not limiter.held() and limiter.in_use() == 0
