@@ -1,4 +1,4 @@
-"""DeepConf (Deep Think with Confidence) as graphs on PaCoRe's nodes: offline and online.
+"""DeepConf (Deep Think with Confidence), offline and online, built from PaCoRe's parts.
 
 DeepConf samples N traces with token log-probabilities and trusts a trace as
 much as its weakest stretch: its *lowest group confidence*, the lowest mean
@@ -45,6 +45,12 @@ cache makes their shared prompt cheap); a client without a watched stream
 (``stream_each(..., watch=)``) gets JSON requests and the same rule applied
 after the fact: the record says ``stopped_upstream: false`` and no tokens
 are saved.
+
+Both are PaCoRe's builder with other parts: offline, an aggregator
+(:class:`ConfidenceVote`); online, a round plan (:class:`DeepConfOnlinePlan`:
+after the warm-up, one prompt per trace carrying the bar in its
+``extras``), the :class:`StoppingExplorer` that reads it, and
+:class:`OnlineConfidenceVote`.
 """
 
 from __future__ import annotations
@@ -57,7 +63,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.types import Send
 
 from pacore_graph.control.confidence import (
     DEFAULT_TOP_LOGPROBS,
@@ -73,16 +78,13 @@ from pacore_graph.control.limits import SequenceLimiter
 from pacore_graph.errors import ModelCallError, PaCoReError, UpstreamTransportError
 from pacore_graph.graph.aggregation import Verdict, extract_final_answer
 from pacore_graph.graph.answers import answers_equivalent
-from pacore_graph.graph.builder import build_pacore_graph
+from pacore_graph.graph.builder import build_pacore_graph, chat_explorer
 from pacore_graph.graph.compaction import Compactor
 from pacore_graph.graph.compactor_registry import CompactorRegistry
-from pacore_graph.graph.explorer import ChatExplorer, ExploreGroup, ExploreTask, failed_trajectory
-from pacore_graph.graph.nodes import PaCoReNodes
+from pacore_graph.graph.explorer import ChatExplorer, ExploreTask, failed_trajectory
+from pacore_graph.graph.plans import ExplorerPrompt, RoundInput, RoundPrompts
 from pacore_graph.graph.records import Completion, Trajectory
-from pacore_graph.graph.seeds import explorer_seed
-from pacore_graph.graph.state import PaCoReState
-from pacore_graph.graph.streaming import progress_writer, round_started
-from pacore_graph.graphs.method_graph import compile_method_graph, method_parts
+from pacore_graph.llm.batching import SampleBatcher
 from pacore_graph.llm.choice_stream import STOPPED
 from pacore_graph.llm.protocols import ChatClient, SampleStreamingClient
 from pacore_graph.otel.spans import TraceOptions, record_chat_request, record_chat_response
@@ -92,13 +94,12 @@ from pacore_graph.settings.request_limits import RequestLimits
 __all__ = [
     "DEFAULT_KEEP",
     "DEFAULT_SHARE",
+    "STOP_BELOW",
     "ConfidenceUnavailableError",
     "ConfidenceVote",
-    "DeepConfOnlineNodes",
-    "DeepConfState",
+    "DeepConfOnlinePlan",
     "OnlineConfidenceVote",
     "StoppingExplorer",
-    "StoppingTask",
     "build_deepconf_graph",
     "build_deepconf_online_graph",
     "confidence_sampling",
@@ -120,13 +121,7 @@ def confidence_sampling(
     params: SamplingParams, top_logprobs: int = DEFAULT_TOP_LOGPROBS
 ) -> SamplingParams:
     """``params`` asking for log-probabilities with ``top_logprobs`` alternatives per token."""
-    if isinstance(top_logprobs, bool) or not 1 <= top_logprobs <= 20:
-        raise ValueError(f"top_logprobs must be in [1, 20] (the API's range); got {top_logprobs}")
-    extra = {**params.extra_body}
-    extra.setdefault("top_logprobs", top_logprobs)
-    return SamplingParams.model_validate(
-        {**params.model_dump(), "logprobs": True, "extra_body": extra}
-    )
+    return params.with_logprobs(top_logprobs)
 
 
 def _scores(trajectories: Sequence[Trajectory], window: int) -> list[float]:
@@ -254,12 +249,8 @@ class OnlineConfidenceVote:
         return Verdict(trajectory=chosen, answer=chosen.message or "", details=details)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StoppingTask(ExploreTask):
-    """An online trace's task: stop it once its window confidence is below ``threshold``."""
-
-    threshold: float
-    window: int = DEFAULT_WINDOW
+#: The key of an online trace's task ``extras``: its bar, ``{"threshold": T, "window": W}``.
+STOP_BELOW = "deepconf_stop_below"
 
 
 def _watches(client: object) -> bool:
@@ -274,18 +265,32 @@ def _watches(client: object) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class StoppingExplorer:
-    """The chat explorer, plus online DeepConf's stopped traces for :class:`StoppingTask`."""
+    """The chat explorer, plus online DeepConf's stopped traces.
+
+    A task whose ``extras`` hold :data:`STOP_BELOW` (the online plan's later
+    traces) is streamed and stopped once its window's confidence falls below
+    the bar; any other task is the chat explorer's. Its calls go through the
+    chat explorer's batcher (``batcher``), so a round is one ``Send`` and the
+    batcher holds the limits.
+    """
 
     chat: ChatExplorer
 
+    @property
+    def batcher(self) -> SampleBatcher:
+        return self.chat.batcher
+
     async def explore(self, task: ExploreTask, config: RunnableConfig) -> Trajectory:
-        if not isinstance(task, StoppingTask):
+        stop = task.extras.get(STOP_BELOW) if task.extras else None
+        if not isinstance(stop, Mapping):
             return await self.chat.explore(task, config)
+        threshold = float(stop["threshold"])
+        window = int(stop.get("window", DEFAULT_WINDOW))
         batcher = self.chat.batcher
         client = batcher.client
         params = task.params or batcher.params
         record_chat_request(client, seed=task.seed)
-        tracker = WindowConfidence(task.threshold, task.window)
+        tracker = WindowConfidence(threshold, window)
         upstream = _watches(client)
         try:
             if upstream:
@@ -311,10 +316,11 @@ class StoppingExplorer:
             tokens_estimated=completion.tokens_estimated,
             logprobs=compact_logprobs(completion.logprobs),
             token_ids=completion.token_ids,
+            model=completion.model,
             artifacts={
                 "deepconf": {
-                    "threshold": task.threshold,
-                    "window": task.window,
+                    "threshold": threshold,
+                    "window": window,
                     "lowest": tracker.lowest,
                     "stopped": completion.finish_reason == STOPPED,
                     "stopped_upstream": upstream and completion.finish_reason == STOPPED,
@@ -325,7 +331,7 @@ class StoppingExplorer:
     async def _watched(
         self,
         client: Any,
-        task: StoppingTask,
+        task: ExploreTask,
         params: SamplingParams,
         tracker: WindowConfidence,
     ) -> Completion:
@@ -359,61 +365,25 @@ def _judged_after(completion: Completion, tracker: WindowConfidence) -> Completi
     )
 
 
-class DeepConfState(PaCoReState, total=False):
-    """PaCoRe's state plus the online bar set by the warm-up."""
-
-    threshold: float
-
-
-@dataclass(slots=True, kw_only=True)
-class DeepConfOnlineNodes(PaCoReNodes):
-    """PaCoRe's nodes with online DeepConf's rounds: a warm-up, then stopped traces."""
+@dataclass(frozen=True, slots=True)
+class DeepConfOnlinePlan:
+    """Online DeepConf's rounds as a round plan: the warm-up asks the question (one
+    ``n=W`` request); then the bar is set from it, and each later trace asks the
+    question again on its own request, its task carrying the bar (:data:`STOP_BELOW`)."""
 
     keep: float = DEFAULT_KEEP
     window: int = DEFAULT_WINDOW
 
-    # The state is annotated DeepConfState: LangGraph reads the channels a node's annotation names.
-    async def round_node(self, state: DeepConfState, config: RunnableConfig) -> dict[str, Any]:  # type: ignore[override]
-        """The warm-up as PaCoRe's first round; then the bar, and the question again."""
-        r = state["round"]
-        if r == 0:
-            return await PaCoReNodes.round_node(self, state, config)
-        width, reason = self._width(state)
-        bar = OnlineConfidenceVote(self.keep, self.window).threshold(state["rounds"][0])
-        progress_writer()(round_started(r, width))
-        self.tracer.start_round(state["run_id"], r, width, ())
-        return {
-            "prompt": state["conversation"],
-            "prompt_refs": (),
-            "threshold": bar,
-            "width": width,
-            "width_reason": reason,
-        }
-
-    async def fan_out(self, state: DeepConfState) -> list[Send]:  # type: ignore[override]
-        """The warm-up as one ``n=W`` request; later traces one streamed request each."""
-        r = state["round"]
-        if r == 0:
-            return await PaCoReNodes.fan_out(self, state)
-        shape = self.run_shape(state)
-        sampling = shape.sampling
-        width = state.get("width") or shape.schedule[r]
-        tasks = tuple(
-            StoppingTask(
-                run_id=state["run_id"],
-                problem_id=state.get("problem_id"),
-                round=r,
-                index=i,
-                width=1,  # its own request: the unit a server can cancel
-                messages=state["conversation"],
-                seed=explorer_seed(sampling.seed, r, i),
-                params=sampling,
-                threshold=state["threshold"],
-                window=self.window,
-            )
-            for i in range(width)
+    def __call__(self, round: RoundInput, /) -> RoundPrompts:
+        if round.round == 0:
+            return RoundPrompts.shared(round.problem, reads=())
+        bar = OnlineConfidenceVote(self.keep, self.window).threshold(round.rounds[0])
+        prompt = ExplorerPrompt(
+            messages=round.problem,
+            extras={STOP_BELOW: {"threshold": bar, "window": self.window}},
         )
-        return [Send("explore", ExploreGroup(tasks))]
+        # One prompt per trace: its own request, the unit a server can cancel.
+        return RoundPrompts(prompts=(prompt,) * round.width, reads=())
 
 
 def _with_logprobs(config: PaCoReConfig, top_logprobs: int) -> PaCoReConfig:
@@ -492,6 +462,8 @@ def build_deepconf_online_graph(
     0.9 and 2,048 tokens.
     """
     _check_n("deepconf-online:N", n, 2)
+    if not isinstance(client, ChatClient):
+        raise TypeError(f"client must implement ChatClient.complete(...); got {client!r}")
     base = config or PaCoReConfig()
     keep = _kept(keep, base, DEFAULT_KEEP)
     window = base.deepconf_window if window is None else window
@@ -506,27 +478,18 @@ def build_deepconf_online_graph(
         raise ValueError(f"deepconf-online: keep must be a share in (0, 1]; got {keep!r}")
     vote = OnlineConfidenceVote(keep=keep, window=window, extract=extract)
     cfg = _with_logprobs(base.with_settings({"rounds": [w, n - w]}), top_logprobs)
-    parts = method_parts(
+    limiter = limiter or SequenceLimiter(cfg.max_concurrency)
+    return build_pacore_graph(
         client,
-        cfg,
+        config=cfg,
+        plan=DeepConfOnlinePlan(keep=keep, window=window),
+        explorer=StoppingExplorer(chat_explorer(client, limiter, cfg)),
+        aggregator=vote,
         compactor=compactor,
         limiter=limiter,
         tracing=tracing,
-        compactors=compactors,
-        limits=limits,
-    )
-    nodes = DeepConfOnlineNodes(
-        **parts.node_kwargs(),
-        explorer=StoppingExplorer(parts.explorer),
-        aggregator=vote,
-        name="deepconf-online",
-        keep=keep,
-        window=window,
-    )
-    return compile_method_graph(
-        nodes,
-        DeepConfState,
         name="deepconf-online",
         checkpointer=checkpointer,
-        extra_types=(StoppingTask,),
+        compactors=compactors,
+        limits=limits,
     )

@@ -14,21 +14,21 @@ default because they change what the model sees or when a run stops:
   confidence (:func:`~pacore_graph.control.confidence.confidence_consensus`).
 
 Both need token log-probabilities: the run asks for ``logprobs`` with
-``top_logprobs``. It is PaCoRe's own graph with the round node (and the
-early stop) overridden; records, spans, checkpoints and stream events are
-PaCoRe's. Both are settings of the run's config (``reference_filter``,
-``consensus_weight``), so :func:`build_pacore_for_config` -- what ``pacore
-run`` and ``pacore eval``'s ``pacore:...`` methods build -- picks this graph
+``top_logprobs``. It is PaCoRe's own builder with two parts changed: the
+round plan (:class:`ConfidencePlan`, the synthesis plan over the filtered
+round) and the early stop (:class:`ConfidenceEarlyStop`); records, spans,
+checkpoints and stream events are PaCoRe's. Both are settings of the run's
+config (``reference_filter``, ``consensus_weight``), so
+:func:`build_pacore_for_config` -- what ``pacore eval``'s ``pacore:...``
+methods build, and ``pacore run`` when either is set -- picks this graph
 exactly when the config asks for either.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
-
-from langchain_core.runnables import RunnableConfig
 
 from pacore_graph.control.confidence import (
     DEFAULT_TOP_LOGPROBS,
@@ -39,17 +39,12 @@ from pacore_graph.control.confidence import (
 )
 from pacore_graph.control.consensus import Consensus, EarlyStop
 from pacore_graph.control.limits import SequenceLimiter
-from pacore_graph.graph.aggregation import extract_final_answer
-from pacore_graph.graph.builder import _check_template, build_pacore_graph
+from pacore_graph.graph.builder import build_pacore_graph, check_template
 from pacore_graph.graph.compaction import Compactor
 from pacore_graph.graph.compactor_registry import CompactorRegistry
-from pacore_graph.graph.nodes import PaCoReNodes
-from pacore_graph.graph.prompts import SYNTHESIS_TEMPLATE, select_references, synthesis_messages
+from pacore_graph.graph.plans import RoundInput, RoundPrompts, SynthesisPlan
+from pacore_graph.graph.prompts import SYNTHESIS_TEMPLATE
 from pacore_graph.graph.records import Trajectory
-from pacore_graph.graph.state import PaCoReState
-from pacore_graph.graph.streaming import progress_writer, round_started
-from pacore_graph.graphs.deepconf import confidence_sampling
-from pacore_graph.graphs.method_graph import compile_method_graph, method_parts
 from pacore_graph.llm.protocols import ChatClient
 from pacore_graph.otel.spans import TraceOptions
 from pacore_graph.settings.config import PaCoReConfig
@@ -57,7 +52,7 @@ from pacore_graph.settings.request_limits import RequestLimits
 
 __all__ = [
     "ConfidenceEarlyStop",
-    "ConfidencePaCoReNodes",
+    "ConfidencePlan",
     "build_pacore_confidence_graph",
     "build_pacore_for_config",
     "wants_confidence",
@@ -86,56 +81,35 @@ class ConfidenceEarlyStop(EarlyStop):
         )
 
 
-@dataclass(slots=True, kw_only=True)
-class ConfidencePaCoReNodes(PaCoReNodes):
-    """PaCoRe's nodes whose synthesis rounds read only the most confident share."""
+@dataclass(frozen=True, slots=True)
+class ConfidencePlan:
+    """PaCoRe's synthesis plan over only the most confident share of the previous round.
 
-    reference_filter: ConfidenceFilter | None = None
-    consensus_window: int | None = None
-    extract: Callable[[str], str | None] = field(default=extract_final_answer)
+    Round 0 asks the problem; a later round's references are ``filter``'s
+    share (:meth:`~pacore_graph.control.confidence.ConfidenceFilter.apply`),
+    then ordered by ``synthesis``'s rule. The round's note says which
+    trajectories were passed on.
+    """
 
-    def __post_init__(self) -> None:
-        PaCoReNodes.__post_init__(self)
-        if self.consensus_window is not None and self.early_stop is not None:
-            self.early_stop = ConfidenceEarlyStop(
-                self.early_stop.threshold, self.extract, self.consensus_window
-            )
+    filter: ConfidenceFilter
+    synthesis: SynthesisPlan = field(default_factory=SynthesisPlan)
 
-    async def round_node(self, state: PaCoReState, config: RunnableConfig) -> dict[str, Any]:
-        """PaCoRe's round node, with the previous round filtered before the reference rule."""
-        r = state["round"]
-        if r == 0 or self.reference_filter is None:
-            return await PaCoReNodes.round_node(self, state, config)
-        width, reason = self._width(state)
-        if self.quorum.enabled:
-            self._gates[(state["run_id"], r)] = self.quorum.gate(width)
-        progress_writer()(round_started(r, width))
-        kept = self.reference_filter.apply(state["rounds"][-1])
-        refs, texts = select_references(kept, self.config.shuffle_seed, self.config.reference_order)
-        prompt = synthesis_messages(state["conversation"], texts, self.template)
-        self.tracer.start_round(state["run_id"], r, width, texts)
+    def __call__(self, round: RoundInput, /) -> RoundPrompts:
+        if round.round == 0 or not round.rounds:
+            return self.synthesis(round)
+        kept = tuple(self.filter.apply(round.previous))
+        planned = self.synthesis(replace(round, rounds=(*round.rounds[:-1], kept)))
         note = {
-            "round": r,
-            "reference_filter": self.reference_filter.spec,
+            "reference_filter": self.filter.spec,
             "passed": [t.id for t in kept if not t.failed],
         }
-        return {
-            "prompt": tuple(prompt),
-            "prompt_refs": refs,
-            "width": width,
-            "width_reason": reason,
-            "control": (*(state.get("control") or ()), note),
-        }
+        return replace(planned, note=note)
 
 
 def wants_confidence(config: PaCoReConfig) -> bool:
-    """Whether ``config`` asks for a confidence option PaCoRe's plain graph does not have.
-
-    A confidence weight without ``early_stop_consensus`` weighs nothing, so
-    it alone does not ask for log-probabilities.
-    """
-    weighed = config.consensus_weight == "confidence" and config.early_stop_consensus is not None
-    return config.reference_filter is not None or weighed
+    """Whether ``config`` asks for a confidence option PaCoRe's plain graph does not have
+    (:attr:`~pacore_graph.settings.config.PaCoReConfig.asks_confidence`)."""
+    return config.asks_confidence
 
 
 def build_pacore_confidence_graph(
@@ -174,25 +148,28 @@ def build_pacore_confidence_graph(
     )
     if window is None:
         window = chosen.window if chosen is not None else DEFAULT_WINDOW
-    _check_template(template)
-    cfg = base.model_copy(update={"sampling": confidence_sampling(base.sampling, top_logprobs)})
-    parts = method_parts(
+    check_template(template)
+    cfg = base.model_copy(update={"sampling": base.sampling.with_logprobs(top_logprobs)})
+    synthesis = SynthesisPlan(template, cfg.shuffle_seed, cfg.reference_order)
+    stop = (
+        ConfidenceEarlyStop(cfg.early_stop_consensus, window=window)
+        if weighed and cfg.early_stop_consensus is not None
+        else None
+    )
+    return build_pacore_graph(
         client,
-        cfg,
+        config=cfg,
+        plan=ConfidencePlan(chosen, synthesis) if chosen is not None else synthesis,
+        early_stop=stop,
         compactor=compactor,
+        template=template,
         limiter=limiter,
         tracing=tracing,
+        name="pacore",
+        checkpointer=checkpointer,
         compactors=compactors,
         limits=limits,
     )
-    nodes = ConfidencePaCoReNodes(
-        **parts.node_kwargs(),
-        explorer=parts.explorer,
-        template=template,
-        reference_filter=chosen,
-        consensus_window=window if weighed else None,
-    )
-    return compile_method_graph(nodes, PaCoReState, name="pacore", checkpointer=checkpointer)
 
 
 def build_pacore_for_config(

@@ -1,4 +1,4 @@
-"""RSA, Recursive Self-Aggregation (arXiv 2509.26626), as a graph on PaCoRe's nodes.
+"""RSA, Recursive Self-Aggregation (arXiv 2509.26626), built from PaCoRe's parts.
 
 A population of N candidates; at each later step every new candidate is
 written from a random subset of K candidates of the previous population
@@ -35,10 +35,13 @@ file ``eval_loop.py``:
 - a failed candidate (recorded, as in PaCoRe) cannot be read: subsets are
   drawn from the successful ones (at most K of them).
 
-Each candidate's prompt differs, so later steps send one request per
-candidate (the first population is one ``n=N`` request); each explorer span
-links to the K candidates it read, and each trajectory's ``references`` are
-their indices, so the message graph and the traces show the subsets.
+RSA is PaCoRe's builder with one part changed, the round plan
+(:class:`RSAPlan`): each candidate's prompt differs, so later steps send one
+request per candidate (the first population is one ``n=N`` request); each
+explorer span links to the K candidates it read, and each trajectory's
+``references`` are their indices, so the message graph and the traces show
+the subsets. The answer is the majority vote (an aggregator), or with
+``final="aggregate"`` the plan's one more aggregation as the answer round.
 """
 
 from __future__ import annotations
@@ -50,20 +53,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from langchain_core.runnables import RunnableConfig
-from langgraph.types import Send
-
 from pacore_graph.control.limits import SequenceLimiter
 from pacore_graph.graph.aggregation import MajorityVote, extract_final_answer
+from pacore_graph.graph.builder import build_pacore_graph
 from pacore_graph.graph.compaction import Compactor
 from pacore_graph.graph.compactor_registry import CompactorRegistry
-from pacore_graph.graph.explorer import ExploreGroup, ExploreTask
-from pacore_graph.graph.nodes import PaCoReNodes
+from pacore_graph.graph.plans import ExplorerPrompt, RoundInput, RoundPrompts
 from pacore_graph.graph.prompts import last_user_index
-from pacore_graph.graph.seeds import explorer_seed
-from pacore_graph.graph.state import PaCoReState
-from pacore_graph.graph.streaming import progress_writer, round_started
-from pacore_graph.graphs.method_graph import compile_method_graph, method_parts
 from pacore_graph.llm.protocols import ChatClient
 from pacore_graph.otel.spans import TraceOptions
 from pacore_graph.settings.config import MAX_ROUND_WIDTH, PaCoReConfig
@@ -72,8 +68,7 @@ from pacore_graph.settings.request_limits import RequestLimits
 __all__ = [
     "RSA_TASKS",
     "RSAFinal",
-    "RSANodes",
-    "RSAState",
+    "RSAPlan",
     "RSATask",
     "build_rsa_graph",
     "draw_subsets",
@@ -179,12 +174,6 @@ def draw_subsets(
     return tuple(tuple(rng.sample(pool, size)) for _ in range(width))
 
 
-class RSAState(PaCoReState, total=False):
-    """PaCoRe's state plus the current step's subsets (explorer indices of the previous step)."""
-
-    subsets: tuple[tuple[int, ...], ...]
-
-
 def _aggregation_messages(
     conversation: Sequence[Mapping[str, Any]], text: str
 ) -> tuple[dict[str, Any], ...]:
@@ -193,73 +182,43 @@ def _aggregation_messages(
     return tuple(out)
 
 
-@dataclass(slots=True, kw_only=True)
-class RSANodes(PaCoReNodes):
-    """PaCoRe's nodes with RSA's rounds: one prompt per candidate, from K random candidates."""
+@dataclass(frozen=True, slots=True)
+class RSAPlan:
+    """RSA's rounds as a round plan: population 0 from the question alone; each later
+    candidate from its own draw of ``k`` candidates of the previous population.
+
+    ``seed`` and the problem (:func:`problem_key`) seed the draws
+    (:func:`draw_subsets`); ``task`` picks the prompt's wording
+    (:func:`rsa_prompt`). A failed candidate cannot be read: draws are from
+    the successful ones.
+    """
 
     k: int
     seed: int | str = 0
     task: RSATask = "math"
 
-    # The state is annotated RSAState: LangGraph reads the channels a node's annotation names.
-    async def round_node(self, state: RSAState, config: RunnableConfig) -> dict[str, Any]:  # type: ignore[override]
-        """Step 0 as PaCoRe's first round; later steps draw each candidate's K references."""
-        r = state["round"]
-        if r == 0:
-            return await PaCoReNodes.round_node(self, state, config)
-        width, reason = self._width(state)
-        if self.quorum.enabled:
-            self._gates[(state["run_id"], r)] = self.quorum.gate(width)
-        progress_writer()(round_started(r, width))
-        previous = state["rounds"][-1]
-        readable = sorted((t for t in previous if not t.failed), key=lambda t: t.index)
-        problem = problem_key(state.get("problem_id"), state["conversation"])
-        subsets = draw_subsets([t.index for t in readable], width, self.k, self.seed, r, problem)
-        by_index = {t.index: t for t in readable}
-        read = sorted({i for subset in subsets for i in subset})
-        self.tracer.start_round(
-            state["run_id"], r, width, [by_index[i].message or "" for i in read]
+    def __call__(self, round: RoundInput, /) -> RoundPrompts:
+        if round.round == 0:
+            return RoundPrompts.shared(round.problem, reads=())
+        readable = sorted((t for t in round.previous if not t.failed), key=lambda t: t.index)
+        problem = problem_key(round.problem_id, round.problem)
+        subsets = draw_subsets(
+            [t.index for t in readable], round.width, self.k, self.seed, round.round, problem
         )
-        return {
-            "prompt": state["conversation"],
-            "prompt_refs": (),
-            "subsets": subsets,
-            "width": width,
-            "width_reason": reason,
-        }
-
-    async def fan_out(self, state: RSAState) -> list[Send]:  # type: ignore[override]
-        """One task per candidate with its own prompt and references (no shared ``n`` request)."""
-        r = state["round"]
-        if r == 0:
-            return await PaCoReNodes.fan_out(self, state)
-        shape = self.run_shape(state)
-        schedule, sampling = shape.schedule, shape.sampling
-        subsets = state.get("subsets") or ()
-        by_index = {t.index: t for t in state["rounds"][-1]}
-        question = _question(state["conversation"])
-        final = self.aggregator is None and r == len(schedule) - 1
-        tasks = []
-        for i, subset in enumerate(subsets):
-            refs = tuple(subset)
-            text = rsa_prompt(question, [by_index[j].message or "" for j in refs], self.task)
-            tasks.append(
-                ExploreTask(
-                    run_id=state["run_id"],
-                    problem_id=state.get("problem_id"),
-                    round=r,
-                    index=i,
-                    width=1,  # explorers sharing this prompt: each candidate has its own
-                    messages=_aggregation_messages(state["conversation"], text),
-                    references=refs,
-                    seed=explorer_seed(sampling.seed, r, i),
-                    stream=final,
-                    params=sampling,
-                )
+        by_index = {t.index: t for t in readable}
+        question = _question(round.problem)
+        prompts = tuple(
+            ExplorerPrompt(
+                messages=_aggregation_messages(
+                    round.problem,
+                    rsa_prompt(question, [by_index[j].message or "" for j in subset], self.task),
+                ),
+                references=tuple(subset),
             )
-        if self.group_sends:
-            return [Send("explore", ExploreGroup(tuple(tasks)))]
-        return [Send("explore", task) for task in tasks]
+            for subset in subsets
+        )
+        read = sorted({i for subset in subsets for i in subset})
+        return RoundPrompts(prompts=prompts, reads=tuple(by_index[i].message or "" for i in read))
 
 
 def _question(conversation: Sequence[Mapping[str, Any]]) -> str:
@@ -306,25 +265,19 @@ def build_rsa_graph(
     if task not in RSA_TASKS:
         raise ValueError(f"rsa task must be one of {', '.join(RSA_TASKS)}; got {task!r}")
     cfg = base.with_settings({"rounds": [n] * t})  # validated widths
-    parts = method_parts(
-        client,
-        cfg,
-        compactor=compactor,
-        limiter=limiter,
-        tracing=tracing,
-        compactors=compactors,
-        limits=limits,
-    )
     run_seed = (
         seed if seed is not None else (cfg.shuffle_seed if cfg.shuffle_seed is not None else 0)
     )
-    nodes = RSANodes(
-        **parts.node_kwargs(),
-        explorer=parts.explorer,
+    return build_pacore_graph(
+        client,
+        config=cfg,
+        plan=RSAPlan(k=k, seed=run_seed, task=task),
         aggregator=MajorityVote(extract=extract) if final == "majority" else None,
+        compactor=compactor,
+        limiter=limiter,
+        tracing=tracing,
         name="rsa",
-        k=k,
-        seed=run_seed,
-        task=task,
+        checkpointer=checkpointer,
+        compactors=compactors,
+        limits=limits,
     )
-    return compile_method_graph(nodes, RSAState, name="rsa", checkpointer=checkpointer)

@@ -2,7 +2,8 @@
 
 Each round fans out K parallel explorer trajectories with ``Send``, compacts
 each to its conclusion, and feeds those messages to the next round; a final
-K=1 round gives the answer. Start with :func:`build_pacore_graph`.
+K=1 round gives the answer. Start with :func:`build_pacore_graph`; its parts
+(``Round``, explorers, compactors, aggregators, round plans) are here too.
 
 Names are imported on first use (PEP 562 ``__getattr__``): ``import
 pacore_graph`` must not pay for LangGraph, pydantic and aiohttp when a caller
@@ -19,7 +20,9 @@ from pacore_graph.lazy import lazy_getattr
 if TYPE_CHECKING:
     from pacore_graph.control.limits import SequenceLimiter
     from pacore_graph.errors import ModelCallError, PaCoReError, RoundFailedError
+    from pacore_graph.graph.aggregation import FirstAnswer, MajorityVote
     from pacore_graph.graph.builder import ainvoke_pacore, build_pacore_graph
+    from pacore_graph.graph.compact_step import LLMCompactor
     from pacore_graph.graph.compaction import (
         AnswerCompactor,
         Compactor,
@@ -33,6 +36,18 @@ if TYPE_CHECKING:
         Explorer,
         ExploreTask,
         GraphExplorer,
+    )
+    from pacore_graph.graph.messages_explorer import (
+        MessagesAggregator,
+        MessagesExplorer,
+        round_sampling,
+    )
+    from pacore_graph.graph.plans import (
+        ExplorerPrompt,
+        RoundInput,
+        RoundPlan,
+        RoundPrompts,
+        SynthesisPlan,
     )
     from pacore_graph.graph.prompts import SYNTHESIS_TEMPLATE, render_synthesis, synthesis_messages
     from pacore_graph.graph.records import Completion, PaCoReResult, ToolCallRecord, Trajectory
@@ -56,7 +71,13 @@ __all__ = [
     "ExploreGroup",
     "ExploreTask",
     "Explorer",
+    "ExplorerPrompt",
+    "FirstAnswer",
     "GraphExplorer",
+    "LLMCompactor",
+    "MajorityVote",
+    "MessagesAggregator",
+    "MessagesExplorer",
     "ModelCallError",
     "OpenAICompatClient",
     "PaCoReConfig",
@@ -65,9 +86,13 @@ __all__ = [
     "RetryPolicy",
     "Round",
     "RoundFailedError",
+    "RoundInput",
+    "RoundPlan",
+    "RoundPrompts",
     "SampleBatcher",
     "SamplingParams",
     "SequenceLimiter",
+    "SynthesisPlan",
     "TokenBudgetCompactor",
     "ToolCallRecord",
     "Trajectory",
@@ -76,6 +101,7 @@ __all__ = [
     "build_pacore_graph",
     "compactor_from_name",
     "render_synthesis",
+    "round_sampling",
     "synthesis_messages",
 ]
 
@@ -112,6 +138,17 @@ _LOCATIONS: dict[str, str] = {
     "PaCoReResult": "graph.records",
     "ToolCallRecord": "graph.records",
     "Trajectory": "graph.records",
+    "FirstAnswer": "graph.aggregation",
+    "MajorityVote": "graph.aggregation",
+    "LLMCompactor": "graph.compact_step",
+    "MessagesAggregator": "graph.messages_explorer",
+    "MessagesExplorer": "graph.messages_explorer",
+    "round_sampling": "graph.messages_explorer",
+    "ExplorerPrompt": "graph.plans",
+    "RoundInput": "graph.plans",
+    "RoundPlan": "graph.plans",
+    "RoundPrompts": "graph.plans",
+    "SynthesisPlan": "graph.plans",
 }
 
 

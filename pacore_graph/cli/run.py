@@ -131,7 +131,7 @@ async def _run_with(
     async with _endpoint(args) as endpoint:
         if importing is not None:
             await importing
-        from pacore_graph.graph.builder import ainvoke_pacore
+        from pacore_graph.graph.builder import ainvoke_pacore, build_pacore_graph
 
         client = _client(args, endpoint, config)
         try:
@@ -142,12 +142,15 @@ async def _run_with(
                     method, client, config=config, compactor=compactor, tracing=trace_options
                 )
             else:
-                from pacore_graph.graphs.pacore_confidence import build_pacore_for_config
-
                 if method is not None:  # pacore:SPEC names the round widths
                     config = config.with_settings({"rounds": list(method.rounds)})
-                # The plain graph, or with confidence (--reference-filter, --consensus-weight).
-                graph = build_pacore_for_config(
+                build: Any = build_pacore_graph
+                if config.asks_confidence:  # --reference-filter, --consensus-weight
+                    from pacore_graph.graphs.pacore_confidence import build_pacore_confidence_graph
+
+                    build = build_pacore_confidence_graph
+                # A plain run builds PaCoRe alone: no other method's module is imported.
+                graph = build(
                     client,
                     config=config,
                     compactor=compactor,

@@ -30,6 +30,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.types import Send
 
 from pacore_graph.graph.explorer import ExploreGroup, ExploreTask
+from pacore_graph.graph.plans import ExplorerPrompt, RoundPrompts
 from pacore_graph.graph.records import Completion, PaCoReResult, ToolCallRecord, Trajectory
 from pacore_graph.graph.state import RunShape
 from pacore_graph.settings.config import SamplingParams
@@ -47,6 +48,8 @@ _TYPES: tuple[type, ...] = (
     RunShape,
     SamplingParams,
     Round,
+    RoundPrompts,
+    ExplorerPrompt,
 )
 
 #: ``(module, name)`` of every type the PaCoRe graph's state and ``Send`` payloads hold.

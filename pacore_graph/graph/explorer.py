@@ -25,7 +25,7 @@ call never sinks its siblings.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Protocol, runtime_checkable
 
 from langchain_core.runnables import RunnableConfig
@@ -75,6 +75,12 @@ class ExploreTask:
     params: SamplingParams | None = None
     """What this task's round sends (the run's sampling with the round's own settings): set
     by the fan-out; ``None`` only for a task built by hand, which then uses the batcher's."""
+    extras: Mapping[str, Any] = field(default_factory=dict)
+    """What the round's plan gave this explorer besides its prompt (``ExplorerPrompt.extras``:
+    e.g. online DeepConf's confidence bar, the trajectories an aggregator graph reads)."""
+    trace: tuple[str, str] | None = None
+    """The run's first root span (hex trace and span id) when traced: the spans of an
+    explorer resumed after a pause stay in the run's trace."""
 
     def __post_init__(self) -> None:
         # A checkpointed Send comes back with lists (msgpack); keep the tuples.

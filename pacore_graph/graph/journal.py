@@ -24,8 +24,10 @@ without checkpointing the graph at all:
   in flight at the crash.
 
 Entries are keyed by what the call depends on (:func:`journal_key`): the
-round, the explorers' indices, seeds and references, the prompt and the
-sampling settings, but not the run id, which is drawn afresh at each start.
+round, the explorers' indices, seeds and references, the prompt, the
+sampling settings (a round's own model included) and what the round's plan
+gave each explorer (``extras``), but not the run id, which is drawn afresh
+at each start, nor the run's trace.
 A call whose inputs changed (other settings on a re-run) misses and is
 made again.
 
@@ -120,15 +122,23 @@ def journal_key(task: ExploreTask | ExploreGroup) -> str:
     )
     # A round's tasks share one prompt and one settings object: each written once, then
     # marked "same" (compared by identity first, so the K-1 others cost nothing).
-    previous: tuple[Any, Any] | None = None
+    previous: tuple[Any, Any, Any] | None = None
     for t in tasks:
-        if previous is not None and _same(t.messages, previous[0]) and _same(t.params, previous[1]):
+        if (
+            previous is not None
+            and _same(t.messages, previous[0])
+            and _same(t.params, previous[1])
+            and _same(t.extras, previous[2])
+        ):
             digest.update(b"\0=")
         else:
             # pydantic's JSON for the settings: its repr was a third of the key's cost
             settings = "" if t.params is None else t.params.model_dump_json()
-            digest.update(b"\0" + repr((settings, t.messages)).encode("utf-8", "surrogatepass"))
-        previous = (t.messages, t.params)
+            given: tuple[Any, ...] = (settings, t.messages)
+            if t.extras:  # what the round's plan gave this explorer (a bar, trajectories)
+                given = (*given, sorted(t.extras.items()))
+            digest.update(b"\0" + repr(given).encode("utf-8", "surrogatepass"))
+        previous = (t.messages, t.params, t.extras)
     return f"{first.round}:{digest.hexdigest()}"
 
 

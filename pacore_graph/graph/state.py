@@ -14,6 +14,7 @@ from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
+from pacore_graph.graph.plans import RoundPrompts
 from pacore_graph.graph.records import PaCoReResult, Trajectory
 from pacore_graph.settings.config import PaCoReConfig, SamplingParams
 
@@ -126,7 +127,10 @@ class PaCoReState(TypedDict, total=False):
     started: float
     conversation: tuple[dict[str, Any], ...]
     round: int
+    plan: RoundPrompts
+    """The current round's prompts (its plan's answer; one shared, or one per explorer)."""
     prompt: tuple[dict[str, Any], ...]
+    """Only in threads saved before round plans (0.1): the round's one prompt."""
     prompt_refs: tuple[int, ...]
     pending: Annotated[list[Trajectory], collect_trajectories]
     rounds: tuple[tuple[Trajectory, ...], ...]
@@ -138,3 +142,5 @@ class PaCoReState(TypedDict, total=False):
     stopped: dict[str, Any] | None
     settings: RunShape
     compactor: str
+    trace: tuple[str, str]
+    """The run's first root span (hex trace and span id): a resumed run's spans join it."""

@@ -74,7 +74,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry import trace
-from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, StatusCode, Tracer
+from opentelemetry.trace import (
+    Link,
+    NonRecordingSpan,
+    Span,
+    SpanContext,
+    SpanKind,
+    Status,
+    StatusCode,
+    TraceFlags,
+    Tracer,
+)
 
 from pacore_graph.graph.records import PaCoReResult, Trajectory
 from pacore_graph.otel import conventions as semconv
@@ -499,6 +509,90 @@ class RunTracer:
             )
         state.span.end()
 
+    def context_of(self, run_id: str) -> tuple[str, str] | None:
+        """The run's root span as hex ``(trace_id, span_id)``, kept in the run's state so a
+        resumed run stays in its trace (None when the run is not traced)."""
+        state = self._state(run_id)
+        if state is None:
+            return None
+        ctx = state.span.get_span_context()
+        return (format(ctx.trace_id, "032x"), format(ctx.span_id, "016x"))
+
+    def resume(
+        self, run_id: str, parent: Sequence[str] | None, round_index: int | None = None
+    ) -> None:
+        """Open spans for a run that goes on in this process without them.
+
+        A thread resumed after a pause (``interrupt()``), after a failed
+        round or in another process has no open spans here: a root span
+        (``pacore.resumed``) is opened as a child of the run's first root,
+        ``parent`` (:meth:`context_of`), so everything the resumed run does is
+        in the run's trace; and a round span for ``round_index`` when that
+        round has none. Nothing happens for a run whose spans are open, or
+        that is not traced. ``round_index`` None opens the root only (the round
+        node opens its round).
+        """
+        if self._tracer is None or parent is None:
+            return
+        with self._lock:
+            state = self._runs.get(run_id)
+        if state is None:
+            trace_id, span_id = int(parent[0], 16), int(parent[1], 16)
+            first = SpanContext(
+                trace_id, span_id, is_remote=False, trace_flags=TraceFlags(TraceFlags.SAMPLED)
+            )
+            span = self._tracer.start_span(
+                f"{semconv.INVOKE_WORKFLOW} {RUN_WORKFLOW}",
+                context=trace.set_span_in_context(NonRecordingSpan(first)),
+                kind=SpanKind.INTERNAL,
+                attributes={
+                    oi.SPAN_KIND: oi.AGENT,
+                    semconv.GEN_AI_OPERATION_NAME: semconv.INVOKE_WORKFLOW,
+                    semconv.GEN_AI_WORKFLOW_NAME: RUN_WORKFLOW,
+                    semconv.GEN_AI_CONVERSATION_ID: run_id,
+                    "pacore.run_id": run_id,
+                    "pacore.resumed": True,
+                },
+            )
+            state = _RunState(span=span, recording=span.is_recording(), input_recorded=True)
+            with self._lock:
+                self._runs[run_id] = state
+        if round_index is None or not state.recording:
+            return
+        if state.round_span is None or state.round_index != round_index:
+            if state.round_span is not None:
+                state.round_span.end()
+            state.round_span = self._tracer.start_span(
+                f"pacore.round {round_index}",
+                context=trace.set_span_in_context(state.span),
+                attributes={
+                    oi.SPAN_KIND: oi.CHAIN,
+                    semconv.GEN_AI_OPERATION_NAME: semconv.INVOKE_WORKFLOW,
+                    semconv.GEN_AI_WORKFLOW_NAME: ROUND_WORKFLOW,
+                    semconv.GEN_AI_CONVERSATION_ID: run_id,
+                    "pacore.round.index": round_index,
+                    "pacore.resumed": True,
+                },
+            )
+            state.round_index = round_index
+            state.previous, state.current = state.current, {}
+
+    def pause_run(self, run_id: str | None) -> None:
+        """End the run's open spans as paused, not failed (LangGraph's ``interrupt()``).
+
+        The resumed run opens new spans in the same trace (:meth:`resume`).
+        """
+        if run_id is None:
+            return
+        with self._lock:
+            state = self._runs.pop(run_id, None)
+        if state is None:
+            return
+        for span in (state.round_span, state.span):
+            if span is not None:
+                span.set_attribute("pacore.paused", True)
+                span.end()
+
     def fail_run(self, run_id: str | None, exc: BaseException) -> None:
         """End the run's open spans with an error status (called when any node raises)."""
         if run_id is None:
@@ -632,9 +726,18 @@ class RunTracer:
                 sampling,
             )
         )
+        handle = _ExplorerSpan(span, self, outcome)
         try:
-            with trace.use_span(span, end_on_exit=True, record_exception=True):
-                yield _ExplorerSpan(span, self, outcome)
+            with trace.use_span(
+                span, end_on_exit=True, record_exception=False, set_status_on_exception=False
+            ):
+                try:
+                    yield handle
+                except BaseException as exc:
+                    if not handle.paused:  # an interrupt is a pause, not an error
+                        span.record_exception(exc)
+                        span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+                    raise
         finally:
             _ACTIVE.reset(token)
 
@@ -664,12 +767,25 @@ class RunTracer:
 class _ExplorerSpan:
     """Lets the explore node put the trajectory's outcome on its span."""
 
-    __slots__ = ("_outcome", "_span", "_tracer")
+    __slots__ = ("_outcome", "_span", "_tracer", "paused")
 
     def __init__(self, span: Span | None, tracer: RunTracer, outcome: _CallOutcome) -> None:
         self._span = span
         self._tracer = tracer
         self._outcome = outcome
+        self.paused = False
+
+    def pause(self) -> None:
+        """The explorer paused the run (LangGraph's ``interrupt()``): no error, it resumes."""
+        self.paused = True
+        if self._span is not None:
+            self._span.set_attribute("pacore.paused", True)
+
+    def failed(self, exc: BaseException) -> None:
+        """The explorer raised ``exc``: its type and message on the span (the trajectory
+        keeps them too; the span's status is set by :meth:`record`)."""
+        if self._span is not None:
+            self._span.record_exception(exc)
 
     def record(self, t: Trajectory) -> None:
         span = self._span

@@ -65,6 +65,19 @@ class SamplingParams(_Frozen):
         "None: the client's.",
     )
 
+    def with_logprobs(self, top_logprobs: int = 20) -> SamplingParams:
+        """These settings asking for log-probabilities, ``top_logprobs`` alternatives per token
+        (what DeepConf's confidence is computed from; 20, the API's most, by default)."""
+        if isinstance(top_logprobs, bool) or not 1 <= top_logprobs <= 20:
+            raise ValueError(
+                f"top_logprobs must be in [1, 20] (the API's range); got {top_logprobs}"
+            )
+        extra = {**self.extra_body}
+        extra.setdefault("top_logprobs", top_logprobs)
+        return SamplingParams.model_validate(
+            {**self.model_dump(), "logprobs": True, "extra_body": extra}
+        )
+
     def request_fields(self) -> dict[str, Any]:
         """The JSON fields of a chat-completions request these settings produce.
 
@@ -223,6 +236,17 @@ class PaCoReConfig(_Frozen):
     def schedule(self) -> tuple[int, ...]:
         """The widths actually run: the configured rounds plus the final K=1."""
         return (*self.widths, 1)
+
+    @property
+    def asks_confidence(self) -> bool:
+        """Whether a setting asks PaCoRe to judge by DeepConf's confidence (which needs
+        log-probabilities): a ``reference_filter``, or confidence-weighed early stops.
+
+        A confidence weight without ``early_stop_consensus`` weighs nothing, so
+        it alone does not ask.
+        """
+        weighed = self.consensus_weight == "confidence" and self.early_stop_consensus is not None
+        return self.reference_filter is not None or weighed
 
     @property
     def has_round_settings(self) -> bool:

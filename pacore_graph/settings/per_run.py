@@ -9,6 +9,12 @@ schema)::
     await graph.ainvoke(state, context={"preset": "high"})
     await graph.ainvoke(state, context={"rounds": [3], "temperature": 0.6})
 
+Inside a parent graph the context is the parent's (its own ``temperature``
+is its planner's): PaCoRe then reads only the context's ``pacore`` key or
+attribute (:data:`PACORE_CONTEXT_KEY`; a mapping, or PaCoRe's own
+:data:`RunSettings`), whatever type the context is (a slotted dataclass, a
+pydantic model, a ``TypedDict``), and nothing else of it.
+
 The keys are the run settings marked ``per_run`` in
 :data:`~pacore_graph.settings.fields.SETTINGS` (:data:`RUN_SETTINGS`); the
 same keys in ``config["configurable"]`` are still read for one release, with
@@ -60,6 +66,7 @@ from pacore_graph.settings.validation import describe
 
 __all__ = [
     "MAX_RUN_ROUNDS",
+    "PACORE_CONTEXT_KEY",
     "RUN_SETTINGS",
     "RunContext",
     "RunSettings",
@@ -193,18 +200,54 @@ def run_context_schema(
 RunContext: Any = run_context_schema(compactor=SETTINGS["compactor"].default)
 
 
-def run_settings_given(
-    context: Any, configurable: Mapping[str, Any] | None
-) -> tuple[dict[str, Any], str]:
-    """The run settings a run gave and where (``context`` or the deprecated ``configurable``).
+#: The key (or attribute) of a parent graph's context under which PaCoRe's own settings are.
+PACORE_CONTEXT_KEY = "pacore"
 
-    A context given as a model or dataclass is read by attribute. Keys in
-    ``configurable`` are honoured (context wins) with a ``DeprecationWarning``.
+
+def _settings_in(context: Any) -> dict[str, Any]:
+    """The run settings ``context`` holds: a mapping's keys, else its attributes.
+
+    Any context type: a mapping (a ``TypedDict``), a pydantic model, a
+    dataclass (slotted ones too), any object; only the run settings' names
+    are read, and ``None`` values are "not given".
     """
-    fresh: dict[str, Any] = {}
-    if context is not None:
-        items = context if isinstance(context, Mapping) else vars(context)
-        fresh = {k: v for k, v in items.items() if k in RUN_SETTINGS and v is not None}
+    if context is None:
+        return {}
+    if isinstance(context, Mapping):
+        return {k: v for k, v in context.items() if k in RUN_SETTINGS and v is not None}
+    found = {name: getattr(context, name, None) for name in RUN_SETTINGS}
+    return {k: v for k, v in found.items() if v is not None}
+
+
+def _pacore_part(context: Any) -> Any:
+    """The context's ``pacore`` key or attribute (PaCoRe's own settings in a parent's context)."""
+    if context is None:
+        return None
+    if isinstance(context, Mapping):
+        return context.get(PACORE_CONTEXT_KEY)
+    return getattr(context, PACORE_CONTEXT_KEY, None)
+
+
+def run_settings_given(
+    context: Any, configurable: Mapping[str, Any] | None, *, nested: bool = False
+) -> tuple[dict[str, Any], str]:
+    """The run settings a run gave and where (``context``, ``context.pacore`` or the
+    deprecated ``configurable``).
+
+    PaCoRe's settings are the context's ``pacore`` key or attribute when it
+    has one (a mapping, or PaCoRe's own context type). Otherwise, a graph
+    run on its own (``nested`` false) reads the context itself, as its
+    context schema says; one ``nested`` in a parent graph reads nothing
+    else: the parent's context is the parent's (its ``temperature`` is its
+    planner's, not PaCoRe's). Keys in ``configurable`` are honoured (context
+    wins) with a ``DeprecationWarning``, for a graph run on its own only.
+    """
+    own = _pacore_part(context)
+    if own is not None:
+        return _settings_in(own), f"context.{PACORE_CONTEXT_KEY}"
+    if nested:
+        return {}, "context"
+    fresh = _settings_in(context)
     # A server may mirror the context into configurable (langgraph-api does): only
     # keys the context does not carry are the caller's old way of passing them.
     legacy = {

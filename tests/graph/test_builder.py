@@ -205,7 +205,7 @@ async def test_astream_shows_progress_per_round(batch: bool, tasks_per_round: li
     assert sorted(trajectories) == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (2, 0)]
 
 
-async def test_a_batched_round_is_one_request_and_a_bug_surfaces_as_itself() -> None:
+async def test_a_batched_round_is_one_request_and_a_bug_fails_its_trajectories() -> None:
     """A grouped round sends one ``n=K`` request; an unexpected error is not an ExceptionGroup."""
     client = FakeChatClient(reply=numbered)
     graph = build_pacore_graph(client, config=PaCoReConfig(rounds=[4, 3]))
@@ -217,8 +217,10 @@ async def test_a_batched_round_is_one_request_and_a_bug_surfaces_as_itself() -> 
     def broken(call: FakeCall) -> FakeReply:
         raise LookupError(f"bug in sample {call.sample_index}")
 
+    # Issue 32: whatever an explorer raises fails its trajectory (recorded with its type),
+    # never the run as a bare exception, nor as an ExceptionGroup; all four here.
     graph = build_pacore_graph(FakeChatClient(reply=broken), config=PaCoReConfig(rounds=[4]))
-    with pytest.raises(LookupError, match="bug in sample 0"):
+    with pytest.raises(RoundFailedError, match=r"all 4 explorer calls failed; .*LookupError: bug"):
         await ainvoke_pacore(graph, "Q?")
 
 

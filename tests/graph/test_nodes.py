@@ -137,8 +137,9 @@ async def test_the_next_round_reads_only_the_messages_that_came_back() -> None:
     assert state["round"] == 1
 
     update = await nodes.round_node(state, {})  # type: ignore[arg-type]
-    assert sorted(update["prompt_refs"]) == [t.index for t in first if not t.failed]
-    prompt_text = str(update["prompt"][-1]["content"])
+    (prompt,) = update["plan"].prompts  # one prompt, shared by the round's explorers
+    assert sorted(prompt.references) == [t.index for t in first if not t.failed]
+    prompt_text = str(prompt.messages[-1]["content"])
     for t in first:
         if not t.failed:
             assert t.message in prompt_text

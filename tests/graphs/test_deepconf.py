@@ -14,10 +14,11 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
 from pacore_graph.graph.builder import ainvoke_pacore
+from pacore_graph.graph.explorer import ExploreTask
 from pacore_graph.graphs.deepconf import (
+    STOP_BELOW,
     ConfidenceUnavailableError,
     ConfidenceVote,
-    StoppingTask,
     build_deepconf_graph,
     build_deepconf_online_graph,
     default_warmup,
@@ -200,9 +201,18 @@ async def test_online_state_checkpoints_and_its_task_type_round_trips() -> None:
         result = await ainvoke_pacore(graph, QUESTION, config=config)
         await client.aclose()
     state = await graph.aget_state(config)
-    assert state.values["threshold"] == result.extra["threshold"] == 2.0
-    task = StoppingTask(
-        run_id="r", problem_id=None, round=1, index=0, width=1, messages=(), threshold=1.5
+    assert result.extra["threshold"] == 2.0
+    # The later traces' bar rides in their tasks' extras (the plan's), checkpointed with them.
+    (prompt, *others) = state.values["plan"].prompts
+    assert prompt.extras[STOP_BELOW] == {"threshold": 2.0, "window": 4} and len(others) == 1
+    task = ExploreTask(
+        run_id="r",
+        problem_id=None,
+        round=1,
+        index=0,
+        width=1,
+        messages=(),
+        extras={STOP_BELOW: {"threshold": 1.5, "window": 4}},
     )
     serde = graph.checkpointer.serde
     assert serde.loads_typed(serde.dumps_typed(task)) == task

@@ -276,7 +276,9 @@ async def test_rsa_checkpoints_its_state_and_its_subsets() -> None:
         await client.aclose()
     state = await graph.aget_state(config)
     assert state.values["result"] == result
-    assert [tuple(s) for s in state.values["subsets"]] == [t.references for t in result.rounds[1]]
+    # The last step's subsets are its plan's: each candidate's prompt and references.
+    prompts = state.values["plan"].prompts
+    assert [p.references for p in prompts] == [t.references for t in result.rounds[1]]
 
 
 @pytest.mark.parametrize(

@@ -171,10 +171,10 @@ async def test_a_step_encodes_only_the_channels_it_changed(tmp_path: Path) -> No
     needle = first.encode()
     assert not any(needle in row[0] for row in checkpoints)  # values live in the blobs
     holding = sorted(channel for channel, blob in blobs if blob and needle in blob)
-    # Where it changed: round 0's fan-in (pending), round 1's prompt and its Send, round 0
-    # in ``rounds`` (once: later versions of ``rounds`` refer to it), the result; not in
-    # each later checkpoint too.
-    assert holding == ["__pregel_tasks", "pending", "prompt", "result", "rounds/0"]
+    # Where it changed: round 0's fan-in (pending), round 1's prompt (its plan) and its
+    # Send, round 0 in ``rounds`` (once: later versions of ``rounds`` refer to it), the
+    # result; not in each later checkpoint too.
+    assert holding == ["__pregel_tasks", "pending", "plan", "result", "rounds/0"]
 
 
 async def test_a_thread_written_whole_resumes_and_stays_whole(tmp_path: Path) -> None:
