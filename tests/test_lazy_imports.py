@@ -94,3 +94,30 @@ def test_a_command_loads_only_its_own_module() -> None:
     others = {f"pacore_graph.cli.{name}" for name in ("eval", "swe", "serve", "rl", "data")}
     assert not loaded & others, loaded & others
     assert not loaded & {"pacore_graph.cli.graph", "pacore_graph.cli.model"}
+
+
+def test_a_plain_run_imports_no_other_methods_module() -> None:
+    """``pacore run "Q"`` builds PaCoRe alone: no graphs/ module of another method (issue 32)."""
+    from pacore_graph.testing import ScriptedServer
+
+    with ScriptedServer(model="m").run_in_thread() as srv:
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import atexit, json, sys\n"
+                "atexit.register(lambda: print(json.dumps(sorted(sys.modules))))\n"
+                "from pacore_graph.cli import main\n"
+                f"main(['run', 'What is 2 + 2?', '--base-url', '{srv.base_url}', '--model', 'm',"
+                " '--json'])",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    assert out.returncode == 0, out.stderr
+    loaded = set(json.loads(out.stdout.strip().splitlines()[-1]))
+    assert "pacore_graph.graph.builder" in loaded and "pacore_graph.cli.run" in loaded
+    graphs = {m for m in loaded if m.startswith("pacore_graph.graphs")}
+    assert not graphs, graphs
+    assert not {m for m in loaded if m.startswith("pacore_graph.eval")}

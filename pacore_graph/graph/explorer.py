@@ -1,10 +1,14 @@
 """Explorers: what runs for each of the K parallel trajectories of a round.
 
 The round node sends each explorer an :class:`ExploreTask` (its round, index,
-the shared prompt P(x, M) and a seed); the explorer returns a
-:class:`~pacore_graph.graph.records.Trajectory`. Failures are *recorded*: an explorer
-catches the model error and returns a trajectory with ``error`` set, so one bad
-call never sinks its siblings.
+its prompt -- P(x, M), shared by the round, or its own when the round's plan
+gives one per explorer -- its round's sampling, a seed and the plan's
+``extras``); the explorer returns a
+:class:`~pacore_graph.graph.records.Trajectory`. Failures are *recorded*: an
+explorer returns a trajectory with ``error`` set, and whatever one raises
+anyway is recorded the same way by the node, so one bad call never sinks its
+siblings. What else may explore (any graph with a ``messages`` state) is
+:mod:`pacore_graph.graph.explorer_parts`'s.
 
 - :class:`ChatExplorer` is the plain explorer, one chat call. It runs as a
   plain LangGraph node rather than a one-node compiled subgraph because a
@@ -57,9 +61,11 @@ __all__ = [
 class ExploreTask:
     """What one explorer is asked to do: the ``Send`` payload of a round.
 
-    ``messages`` is the same tuple object for all K explorers of a round (no
-    copies); ``references`` are the previous-round indices of the messages in
-    it, in prompt order.
+    ``messages`` is the same tuple object for all K explorers of a round when
+    they share a prompt (no copies); ``references`` are the previous-round
+    indices of the messages in it, in prompt order. ``width`` is how many
+    explorers share this prompt (the ``n`` of its request): K for a shared
+    prompt, 1 for an explorer with its own.
     """
 
     run_id: str
