@@ -47,6 +47,12 @@ class Completion:
     model: str | None = None
     seed: int | None = None
     """The seed of the request this sample came from (shared by an ``n``-sample request)."""
+    tool_calls: tuple[Mapping[str, Any], ...] = ()
+    """The tool calls the model made, as the server sent them (OpenAI's ``tool_calls``)."""
+
+    def __post_init__(self) -> None:
+        if type(self.tool_calls) is not tuple:  # a checkpoint round trip gives a list
+            object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
