@@ -148,7 +148,7 @@ class _Round:
             size += len(line) + 1
         return "\n".join(out)
 
-    def list(self, start: int = 0) -> str:
+    def listing(self, start: int = 0) -> str:
         answers: Counter[str] = Counter()
         rows: list[str] = []
         for t in self.items:
@@ -261,7 +261,7 @@ def make_trajectory_tools(
     n = len(state.items)
 
     def list_trajectories(start: int = 0) -> str:
-        return state.list(start)
+        return state.listing(start)
 
     def read_trajectory(
         index: int, start: int = 0, end: int | None = None, unit: str = "chars"
