@@ -139,6 +139,8 @@ class ClientChatModel(BaseChatModel):
             kwargs.pop(key, None)
         if stop:
             extra["stop"] = list(stop)
+        for key in [k for k in kwargs if k.startswith("ls_")]:
+            del kwargs[key]  # LangChain's tracing hints (ls_structured_output_format, ...)
         if kwargs:
             raise TypeError(f"ClientChatModel takes no call argument {sorted(kwargs)}")
         if extra != self.params.extra_body:

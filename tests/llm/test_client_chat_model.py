@@ -137,7 +137,7 @@ def test_unknown_call_arguments_and_sync_calls_are_refused() -> None:
 def test_bound_settings_reach_the_request_fields() -> None:
     model = ClientChatModel(client=object(), params=SamplingParams(extra_body={"top_k": 5}))
     kwargs: dict[str, Any] = {"tools": [{"type": "function"}], "tool_choice": "auto", "top_p": 0.5}
-    params = model._call_params(["END"], kwargs)
+    params = model._call_params(["END"], {**kwargs, "ls_structured_output_format": {}})
     assert params.request_fields() == {
         "temperature": 1.0,
         "top_p": 0.5,
