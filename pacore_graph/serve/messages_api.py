@@ -55,7 +55,10 @@ __all__ = [
 ]
 
 #: Fields of a Messages request read here (the run settings pass on as they came).
-_OWN = frozenset({"model", "messages", "system", "max_tokens", "stream", "thinking", "metadata"})
+#: ``metadata`` (a user id) and ``cache_control`` (a caching hint) are accepted and ignored.
+_OWN = frozenset(
+    {"model", "messages", "system", "max_tokens", "stream", "thinking", "metadata", "cache_control"}
+)
 #: Fields accepted only with these neutral values (what PaCoRe cannot honour).
 _NEUTRAL: dict[str, tuple[Any, ...]] = {
     "stop_sequences": (None, []),
