@@ -222,7 +222,7 @@ class MessageStreamWire:
     _answered: bool = field(default=False)
 
     def opening(self) -> Iterator[bytes]:
-        message = {
+        message: dict[str, Any] = {
             "id": self.id,
             "type": "message",
             "role": "assistant",
