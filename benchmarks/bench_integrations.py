@@ -204,7 +204,7 @@ def serve_runs(url: str, n: int, reps: int) -> dict[str, dict[str, float]]:
     questions = [r["messages"] for r in easy_problems(n)]
     port = free_port()
     proc = subprocess.Popen(
-        [BIN / "pacore", "serve", "--base-url", url, "--model", "scripted", "--port", str(port)],
+        [BIN / "pacore", "serve", "--upstream", url, "--model", "scripted", "--port", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
