@@ -306,9 +306,7 @@ def load_environment(
     _grading(taskset.task.model_dump_json())  # a bad grader name fails here, not per rollout
     config = SingleAgentEnvConfig(
         taskset=taskset,
-        agent=vf.AgentConfig(
-            harness=HarnessConfig(id=TASKSET_ID), runtime=vf.SubprocessConfig()
-        ),
+        agent=vf.AgentConfig(harness=HarnessConfig(id=TASKSET_ID), runtime=vf.SubprocessConfig()),
     )
     return SingleAgentEnv(config)
 
