@@ -100,7 +100,7 @@ def test_the_integrations_packages_load_only_when_used() -> None:
     """Inspect AI, verifiers and the anthropic SDK: each behind its extra, none loaded by
     the server (which answers Anthropic's API itself), an eval or the RL layer."""
     loaded = _loaded_after(
-        "import pacore_graph.serve.app, pacore_graph.eval.harness, pacore_graph.rl.train\n"
+        "import pacore_graph.serve.app, pacore_graph.eval.harness, pacore_graph.rl.recipe\n"
         "import pacore_graph.integrations.method_runner\n"
         "from pacore_graph.cli import main\n"
         "try:\n"
