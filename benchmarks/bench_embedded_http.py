@@ -57,9 +57,7 @@ def _bodies() -> dict[str, bytes]:
     """A short chat request, and one of ~1,500 prompt tokens over a few turns."""
     short = [{"role": "user", "content": QUESTION}]
     paragraph = "The keeper climbed the stairs again, counting each step in the dark. " * 22
-    long = [
-        {"role": "user" if i % 2 == 0 else "assistant", "content": paragraph} for i in range(6)
-    ]
+    long = [{"role": "user" if i % 2 == 0 else "assistant", "content": paragraph} for i in range(6)]
     return {
         name: json.dumps({"messages": messages, "max_tokens": 16}).encode()
         for name, messages in (("short", short), ("long", long))
