@@ -364,10 +364,10 @@ def create_app(settings: ServeSettings, *, client: ChatClient | None = None) -> 
     @app.get("/v1/models")
     async def models(request: Request) -> Response:
         state.check_auth(request)
-        names = list(SERVED_MODELS)
+        names = dict.fromkeys(SERVED_MODELS)
         if state.passthrough is not None:
-            names += [n for n in await state.passthrough.models() if n not in names]
-        return JSONResponse(listed_models(state.started, names))
+            names.update(dict.fromkeys(await state.passthrough.models()))
+        return JSONResponse(listed_models(state.started, list(names)))
 
     @app.get("/metrics")
     async def metrics(request: Request) -> Response:
