@@ -239,7 +239,12 @@ async def _endpoint(args: argparse.Namespace) -> AsyncIterator[_Endpoint]:
 
 @contextlib.contextmanager
 def _tracing(args: argparse.Namespace) -> Iterator[TraceOptions]:
-    """Trace options for the run; flushes and shuts the exporter down at the end."""
+    """Trace options for the run; flushes and shuts the exporter down at the end.
+
+    A collector that cannot be reached costs one warning line and no wait at
+    exit (:mod:`pacore_graph.otel.export_failures`), not seconds of retries.
+    """
+    from pacore_graph.otel.export_failures import trace_destinations, tracing_session
     from pacore_graph.otel.exporters import TracingConfigError, configure_tracing, exporter_kinds
     from pacore_graph.otel.spans import TraceOptions
 
@@ -253,10 +258,8 @@ def _tracing(args: argparse.Namespace) -> Iterator[TraceOptions]:
     if provider is None:
         yield TraceOptions(capture_content=capture)
         return
-    try:
+    with tracing_session(provider, trace_destinations(kinds), sys.stderr.write):
         yield TraceOptions(tracer_provider=provider, capture_content=capture)
-    finally:
-        provider.shutdown()
 
 
 def _client(args: argparse.Namespace, endpoint: _Endpoint, config: PaCoReConfig) -> ChatClient:
