@@ -39,6 +39,9 @@ __all__ = [
 ]
 
 
+#: Seconds between the lines saying the embedded model is still starting.
+_STARTING_HEARTBEAT = 5.0
+
 #: Exit statuses (documented in the package docstring, ``--help`` and the README).
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -223,13 +226,28 @@ async def _endpoint(args: argparse.Namespace) -> AsyncIterator[_Endpoint]:
         _check_base_urls(args.base_url)
         yield _Endpoint(list(args.base_url), args.model)
         return
+    import asyncio
+
     from pacore_graph.embedded import model_endpoint
 
     print(
         "starting the embedded model server (SmolLM2-135M-Instruct, llama.cpp)...", file=sys.stderr
     )
     started = time.perf_counter()
-    async with model_endpoint(None, None) as (base_url, model):
+
+    async def still_starting() -> None:
+        # 2-3 s on a quiet machine, 9 s and more on a loaded one: not a silent wait.
+        while True:
+            await asyncio.sleep(_STARTING_HEARTBEAT)
+            waited = time.perf_counter() - started
+            print(f"  still starting the embedded model, {waited:.0f} s", file=sys.stderr)
+
+    async with contextlib.AsyncExitStack() as stack:
+        ticker = asyncio.create_task(still_starting())
+        try:
+            base_url, model = await stack.enter_async_context(model_endpoint(None, None))
+        finally:
+            ticker.cancel()
         print(
             f"embedded server ready in {time.perf_counter() - started:.1f}s at {base_url}",
             file=sys.stderr,
