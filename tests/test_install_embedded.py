@@ -41,6 +41,9 @@ class Stamped(io.StringIO):
         return super().write(text)
 
 
+BEAT = "  ... pip install: still running, "
+
+
 def test_a_silent_command_gets_a_line_of_ours_every_heartbeat() -> None:
     child = (
         "import sys, time\n"
@@ -56,11 +59,15 @@ def test_a_silent_command_gets_a_line_of_ours_every_heartbeat() -> None:
     )
     assert status == 3
     lines = out.getvalue().splitlines()
-    assert lines[0] == "Installing collected packages: a, b"
-    assert lines[-1] == "Successfully installed a b ━━"  # bytes of a character kept together
-    beats = lines[1:-1]
-    assert len(beats) >= 2
-    assert all(b.startswith("  ... pip install: still running, ") for b in beats)
+    ours = [line for line in lines if line.startswith(BEAT)]
+    assert [line for line in lines if not line.startswith(BEAT)] == [
+        "Installing collected packages: a, b",
+        "Successfully installed a b ━━",  # the bytes of a character split by a read stay one
+    ]
+    # A loaded machine may start the child slowly (a line of ours first); the
+    # child's 1.6 s of silence gets at least two.
+    first, last = lines.index("Installing collected packages: a, b"), len(lines) - 1
+    assert sum(first < i < last for i, line in enumerate(lines) if line in ours) >= 2
     gaps = [b - a for a, b in zip([start, *out.stamps], out.stamps, strict=False)]
     assert max(gaps) < 0.4 + 0.3 + 0.5, gaps
 
@@ -69,9 +76,11 @@ def test_a_chatty_command_gets_no_heartbeat() -> None:
     child = "import time\nfor i in range(6):\n    print(i, flush=True); time.sleep(0.1)\n"
     out = io.StringIO()
     assert (
-        load().run_with_heartbeat([sys.executable, "-c", child], "x", heartbeat=0.4, out=out) == 0
+        load().run_with_heartbeat([sys.executable, "-c", child], "x", heartbeat=1.0, out=out) == 0
     )
-    assert out.getvalue().split() == [str(i) for i in range(6)]
+    lines = out.getvalue().splitlines()
+    # Lines of ours may only come before the child's first line (a slow start).
+    assert lines[lines.index("0") :] == [str(i) for i in range(6)]
 
 
 def test_the_steps_are_the_readmes(tmp_path: Path) -> None:
