@@ -98,7 +98,8 @@ class Block:
 
     @property
     def where(self) -> str:
-        return f"{self.page.relative_to(ROOT)}:{self.line}"
+        page = self.page.relative_to(ROOT) if self.page.is_relative_to(ROOT) else self.page
+        return f"{page}:{self.line}"
 
     @property
     def key(self) -> str | None:
@@ -300,6 +301,42 @@ def test_ci_runs_the_readmes_test_command() -> None:
     assert extras and all(f'-e ".[{e}]"' in ci for e in extras)
     torch = re.findall(r'"torch==[\d.]+"', setup[0].text)
     assert torch and all(t in ci for t in torch)
+
+
+def test_the_reader_finds_markers_and_shown_outputs(tmp_path: Path) -> None:
+    """The parser itself, on a page made here: what runs, what is skipped, what is compared."""
+    page = tmp_path / "page.md"
+    page.write_text(
+        "<!-- needs: gpu -->\n```bash\nvllm serve x\n```\n\n"
+        "```bash\npacore data easy-arithmetic --n 2 --out e.jsonl\n```\n\n"
+        "<!-- output -->\n| method | accuracy |\n|---|---:|\n| single | 50% |\n\n"
+        "<!-- run: oracle -->\n```python\nprint(1)\n```\n\n"
+        "```python\nnot run\n```\n\n```\nbare\n```\n",
+        encoding="utf-8",
+    )
+    parsed = parse_page(page)
+    assert [(b.lang, b.marker, b.runs) for b in parsed.blocks] == [
+        ("bash", ("needs", "gpu"), False),
+        ("bash", None, True),
+        ("python", ("run", "oracle"), True),
+        ("python", None, False),
+        ("", None, False),
+    ]
+    (table,) = parsed.outputs[1]  # shown after the second block, the last one that runs
+    assert isinstance(table, Table)
+    assert (table.header, table.rows) == (["method", "accuracy"], [["single", "50%"]])
+
+
+def test_outputs_are_compared_with_times_free_and_columns_optional() -> None:
+    printed = "| method | accuracy | wall |\n|---|---:|---:|\n| single | 50% | 3.2 s |\n"
+    assert compare_table(Table(1, ["method", "accuracy"], [["single", "50%"]]), printed) is None
+    wrong = compare_table(Table(1, ["method", "accuracy"], [["single", "60%"]]), printed)
+    assert wrong is not None and "| single | 50% |" in wrong
+    missing = compare_table(Table(1, ["method", "ttc"], [["single", "9"]]), printed)
+    assert missing is not None and "no table" in missing
+    assert compare_lines("done in 1.0 s\nb", "a\ndone in 17.25 s\nb\n", 1) is None
+    assert compare_lines("b\na", "a\nb\n", 1) is not None  # in order
+    assert compare_lines("done in 1.0 tokens", "done in 2.0 tokens", 1) is not None
 
 
 # ----------------------------------------------------------------- running them
