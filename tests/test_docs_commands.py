@@ -8,8 +8,9 @@ The convention (docs/development.md#commands-in-the-docs says it for writers):
 - A command block with no marker **runs**: its text, as a bash script with
   ``set -e -o pipefail``, in a fresh folder per page (a page's blocks run in
   order in the same folder, so a later block reads what an earlier one
-  wrote), in the shell the README's set-up leaves (this venv's ``bin`` first
-  on ``PATH``), with ``PACORE_*`` and ``OTEL_*`` variables cleared. In a
+  wrote; ``examples/``, ``benchmarks/``, ``scripts/`` and ``tests/`` are
+  linked in), in the shell the README's set-up leaves (this venv's ``bin``
+  first on ``PATH``), with ``PACORE_*`` and ``OTEL_*`` variables cleared. In a
   ``console`` block, ``$ `` lines are the commands and the other lines what
   they print (compared like an output, below).
 - What may differ from the page: the folder, the environment, and ports.
@@ -413,7 +414,7 @@ class PageRun:
         self.ports: dict[str, int] = {}
         self.servers: dict[tuple[str, int], subprocess.Popen[str]] = {}
         folder.mkdir(parents=True)
-        for name in ("examples", "benchmarks"):
+        for name in ("examples", "benchmarks", "scripts", "tests"):
             (folder / name).symlink_to(ROOT / name)
 
     def port_text(self, text: str) -> str:
