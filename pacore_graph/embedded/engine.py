@@ -59,7 +59,7 @@ __all__ = [
 _MAX_PENDING_TOKENS: Final = 4
 
 
-class RequestTooLarge(PaCoReError, ValueError):
+class RequestTooLarge(PaCoReError):
     """The request can never fit: more sequences or KV cells than the engine has."""
 
 

@@ -95,15 +95,6 @@ class ReasoningChatOpenAI(ChatOpenAI):
         return result
 
 
-#: The branch of the error tree a LangChain failure of each ``kind`` becomes.
-_BRANCHES: dict[str, type[ModelCallError]] = {
-    "timeout": UpstreamTimeoutError,
-    "transport": UpstreamTransportError,
-    "status": UpstreamStatusError,
-    "malformed": MalformedReplyError,
-}
-
-
 class _ReplyTooLarge(Exception):
     """Raised inside the SDK's read of a body over its cap; carries the call's error."""
 
@@ -297,24 +288,19 @@ class LangChainChatClient(PerSampleClient):
             # request is worth trying (see pacore_graph.llm.sampling).
             status = getattr(exc, "status_code", None)
             status = status if isinstance(status, int) else None
-            timed_out = isinstance(exc, openai.APITimeoutError)
-            transient = timed_out or isinstance(exc, openai.APIConnectionError)
-            kind = (
-                "timeout"
-                if timed_out
-                else "transport"
-                if transient
-                else "status"
-                if status is not None
-                else "malformed"  # the SDK could not make sense of the answer
-            )
-            raise _BRANCHES[kind](
-                f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}",
-                status=status,
-                retryable=transient or (status is not None and retryable_status(status)),
-                server_wide=status in (429, 503) or (transient and not timed_out),
-                kind=kind,
-            ) from exc
+            text = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+            if isinstance(exc, openai.APITimeoutError):
+                raise UpstreamTimeoutError(text, retryable=True) from exc
+            if isinstance(exc, openai.APIConnectionError):
+                raise UpstreamTransportError(text, retryable=True, server_wide=True) from exc
+            if status is not None:
+                raise UpstreamStatusError(
+                    text,
+                    status=status,
+                    retryable=retryable_status(status),
+                    server_wide=status in (429, 503),
+                ) from exc
+            raise MalformedReplyError(text) from exc  # the SDK could not make sense of the answer
         latency = time.perf_counter() - started
         generations = result.generations[0]
         for gen in generations:

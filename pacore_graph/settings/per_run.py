@@ -76,7 +76,7 @@ _ROUNDS_PARSE_CEILING = 1024
 RUN_SETTINGS = per_run_names()
 
 
-class SettingsError(PaCoReError, ValueError):
+class SettingsError(PaCoReError):
     """A per-run setting (``context`` or ``config["configurable"]``) is invalid."""
 
 
