@@ -3,8 +3,11 @@
 Every error class of the package derives from :class:`PaCoReError`, a plain
 ``Exception`` (``tests/test_pacore_graph_errors.py`` walks the modules to
 hold that), so ``except PaCoReError`` catches everything pacore-graph raises
-on purpose. Only :class:`~pacore_graph.rl.RLDependencyError` keeps a builtin
-second base (``ImportError``: how a missing optional dependency is caught).
+on purpose. A builtin second base is kept only where callers catch the class
+as that builtin: :class:`~pacore_graph.rl.RLDependencyError` is an
+``ImportError`` (how a missing optional dependency is caught) and
+:class:`~pacore_graph.settings.per_run.SettingsError` a ``ValueError`` (what
+LangGraph's API server passes on to its client).
 
 A failed model call is a small tree, modelled on httpx's exceptions: callers
 catch the branch they can handle (a status they can back off on, a transport

@@ -118,8 +118,13 @@ def test_every_public_exception_class_derives_from_pacore_error() -> None:
 
 #: The builtin second bases kept, each because callers catch the class as that builtin:
 #: a missing optional dependency is caught as ``ImportError`` (``pacore train``'s and
-#: ``pacore model``'s ``except ImportError`` -> exit 2; docs/rl.md says so).
-BUILTIN_BASES = {"pacore_graph.rl.RLDependencyError": (ImportError,)}
+#: ``pacore model``'s ``except ImportError`` -> exit 2; docs/rl.md says so); LangGraph's
+#: API server shows a client the message of a ``ValueError``, not of an ``Exception``
+#: (tests/serve/test_langgraph_dev.py: a bad ``context`` is named to the client).
+BUILTIN_BASES = {
+    "pacore_graph.rl.RLDependencyError": (ImportError,),
+    "pacore_graph.settings.per_run.SettingsError": (ValueError,),
+}
 
 
 def test_the_root_is_a_plain_exception_and_builtin_bases_are_the_justified_ones() -> None:
