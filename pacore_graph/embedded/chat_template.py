@@ -41,7 +41,7 @@ CHATML = (
 )
 
 
-class ChatTemplateError(PaCoReError, ValueError):
+class ChatTemplateError(PaCoReError):
     """The messages cannot be rendered (the template refused them): a bad request."""
 
 

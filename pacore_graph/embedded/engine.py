@@ -65,7 +65,7 @@ _SPECIAL_PARSED_ATTRS: Final = 1 | 8
 _RSTRIP_ATTR: Final = 256
 
 
-class RequestTooLarge(PaCoReError, ValueError):
+class RequestTooLarge(PaCoReError):
     """The request can never fit: more sequences or KV cells than the engine has."""
 
 

@@ -35,7 +35,7 @@ __all__ = [
 MAX_STOP_STRINGS = 4
 
 
-class RequestError(PaCoReError, ValueError):
+class RequestError(PaCoReError):
     """A request the server refuses: becomes an OpenAI-style 400 ``invalid_request_error``."""
 
     def __init__(self, message: str, *, param: str | None = None, code: str | None = None):

@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Self
 
-from pacore_graph.errors import MalformedReplyError, ModelCallError
+from pacore_graph.errors import InvalidPromptError, MalformedReplyError, ModelCallError
 from pacore_graph.graph.records import Completion
 from pacore_graph.graph.seeds import sample_seed
 
@@ -185,7 +185,6 @@ def check_encodable(messages: Sequence[Mapping[str, Any]]) -> None:
     try:
         json.dumps(list(messages), ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise ModelCallError(
-            f"the prompt is not valid UTF-8 text (lone surrogate at character {exc.start})",
-            kind="other",  # our input, not the upstream's answer
+        raise InvalidPromptError(
+            f"the prompt is not valid UTF-8 text (lone surrogate at character {exc.start})"
         ) from None

@@ -21,7 +21,7 @@ from pacore_graph.runs.results_file import ResultLine, read_results
 __all__ = ["FoundRun", "ResultLookupError", "find_run", "load_result"]
 
 
-class ResultLookupError(PaCoReError, LookupError):
+class ResultLookupError(PaCoReError):
     """The requested run is not in the results file, is ambiguous, or failed."""
 
 

@@ -43,7 +43,12 @@ from typing import Any
 
 import aiohttp
 
-from pacore_graph.errors import ERROR_KINDS
+from pacore_graph.errors import (
+    ModelCallError,
+    ResponseTooLargeError,
+    UpstreamTimeoutError,
+    UpstreamTransportError,
+)
 from pacore_graph.llm.credentials import resolve_api_key
 from pacore_graph.serve.errors import APIError
 from pacore_graph.settings.request_limits import RequestLimitError, RequestLimits
@@ -234,10 +239,10 @@ class Passthrough:
             )
         except TimeoutError:
             self._in_flight[index] -= 1
-            raise _failed(index, "timeout") from None
+            raise PassthroughFailed(index, UpstreamTimeoutError) from None
         except aiohttp.ClientError:
             self._in_flight[index] -= 1
-            raise _failed(index, "transport") from None
+            raise PassthroughFailed(index, UpstreamTransportError) from None
         content_type = resp.headers.get("Content-Type", "application/json")
         try:
             if stream and resp.status == 200:
@@ -248,12 +253,12 @@ class Passthrough:
                 return opened
             body = await _read_capped(resp, MAX_REPLY_BYTES)
             if body is None:
-                raise _failed(index, "response_too_large")
+                raise PassthroughFailed(index, ResponseTooLargeError)
             return PassthroughReply(index, resp.status, content_type, body)
         except TimeoutError:
-            raise _failed(index, "timeout") from None
+            raise PassthroughFailed(index, UpstreamTimeoutError) from None
         except aiohttp.ClientError:
-            raise _failed(index, "transport") from None
+            raise PassthroughFailed(index, UpstreamTransportError) from None
         finally:
             if resp is not None:
                 resp.release()
@@ -311,15 +316,11 @@ def _model_names(raw: bytes, index: int) -> list[str]:
 
 
 class PassthroughFailed(APIError):
-    """A relayed call that got no answer; ``kind`` is an ``ERROR_KINDS`` key."""
+    """A relayed call that got no answer, failing as ``failure`` would (its ``kind``)."""
 
-    def __init__(self, upstream: int, kind: str, message: str) -> None:
-        super().__init__(502, message, code="upstream_error")
+    def __init__(self, upstream: int, failure: type[ModelCallError]) -> None:
+        super().__init__(
+            502, f"upstream #{upstream} call failed: {failure.kind_text}", code="upstream_error"
+        )
         self.upstream = upstream
-        self.kind = kind
-
-
-def _failed(upstream: int, kind: str) -> PassthroughFailed:
-    return PassthroughFailed(
-        upstream, kind, f"upstream #{upstream} call failed: {ERROR_KINDS.get(kind, 'error')}"
-    )
+        self.kind = failure.kind
