@@ -158,7 +158,12 @@ def test_generate_config_reached_every_upstream_call(
 
 async def test_other_methods_by_name_through_inspects_api(upstream: ScriptedServer) -> None:
     config = GenerateConfig(seed=3, temperature=0.5, max_tokens=400)
-    for name, widths in [("rsa:3,2,2", [3, 3]), ("majority:3", [3]), ("deepconf-online:4", None)]:
+    for name, widths in [
+        ("rsa:3,2,2", [3, 3]),
+        ("majority:3", [3]),
+        ("deepconf-online:4", None),
+        ("aggagent:3", [3, 1]),
+    ]:
         model = get_model(f"pacore/{name}/scripted", base_url=upstream.base_url, config=config)
         try:
             output = await model.generate(QUESTION)

@@ -32,6 +32,7 @@ def test_every_served_name_is_a_method(name: str) -> None:
         "deepconf",
         "deepconf-online",
         "majority",
+        "aggagent",
     }
 
 
