@@ -15,8 +15,9 @@ counted exactly like the explorers'.
   fields reach the body); the reply's ``tool_calls`` come back on the
   ``AIMessage``, parsed as LangChain's own OpenAI integration parses them
   (a call whose arguments are not JSON becomes an ``invalid_tool_call``);
-- ``temperature``, ``top_p``, ``max_tokens`` and ``seed`` given at call time
-  (or with ``bind``) override the model's ``params``;
+- ``temperature``, ``top_p``, ``max_tokens``, ``seed`` and ``model`` (a
+  round's own model: the request's model name) given at call time (or with
+  ``bind``) override the model's ``params``;
 - the ``AIMessage`` carries the server's reasoning in
   ``additional_kwargs["reasoning_content"]``, its usage in
   ``usage_metadata`` and its finish reason and model in
@@ -49,8 +50,9 @@ from pacore_graph.settings.config import SamplingParams
 
 __all__ = ["ClientChatModel", "ai_message"]
 
-#: Call-time arguments that are sampling settings (the rest of a bind goes into the body).
-_SAMPLING_KEYS = ("temperature", "top_p", "max_tokens")
+#: Call-time arguments that are sampling settings (the rest of a bind goes into the body);
+#: ``model`` is a round's own model (``SamplingParams.model``: the request's model name).
+_SAMPLING_KEYS = ("temperature", "top_p", "max_tokens", "model")
 
 
 def _tool_calls(raw: Sequence[Mapping[str, Any]]) -> tuple[list[ToolCall], list[InvalidToolCall]]:

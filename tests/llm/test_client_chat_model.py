@@ -71,6 +71,17 @@ async def test_tool_calls_go_out_and_come_back_through_our_client() -> None:
     assert "tools" not in bodies[2] and "seed" not in bodies[2]
 
 
+async def test_a_call_time_model_is_the_request_model() -> None:
+    """A round's own model (``bind(model=...)``, as the tool loop passes it) names the request."""
+    async with ScriptedServer(adder) as srv, direct(srv.base_url) as client:
+        model = ClientChatModel(client=client)
+        await model.bind(model="small").ainvoke([HumanMessage("hi")])
+        await model.ainvoke([HumanMessage("hi")])
+        bodies = [r.body for r in srv.requests]
+    assert bodies[0]["model"] == "small"
+    assert bodies[1]["model"] == client.model  # the client's own when no round names one
+
+
 async def test_the_project_tool_loop_runs_over_our_client() -> None:
     """``build_tool_explorer`` (a model <-> ToolNode subgraph) driven by ClientChatModel."""
     async with ScriptedServer(adder) as srv, direct(srv.base_url) as client:
