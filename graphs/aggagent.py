@@ -39,9 +39,11 @@ result bounded). ``max_tool_steps`` bounds the model calls that may use
 tools; a model still calling tools then is asked once more, without tools,
 for its answer. A model that answers at once (no tool call) just answers.
 
-:func:`build_aggregator_agent` compiles it;
-:func:`~pacore_graph.graphs.aggagent_method.build_aggagent_graph` is the
-``aggagent:N`` method around it.
+:func:`build_aggregator_agent` compiles it; :func:`build_aggagent_graph` is
+the ``aggagent:N`` method: ``build_pacore_graph`` with one explorer round of
+width N and this agent as its ``aggregator``, so the agent's step is the
+run's answer round (width 1) with a synthesis round's record, spans,
+progress events, streaming and resume.
 """
 
 from __future__ import annotations
@@ -67,6 +69,9 @@ from typing_extensions import TypedDict
 
 from pacore_graph.control.limits import SequenceLimiter
 from pacore_graph.errors import PaCoReError
+from pacore_graph.graph.builder import build_pacore_graph
+from pacore_graph.graph.compaction import Compactor
+from pacore_graph.graph.compactor_registry import CompactorRegistry
 from pacore_graph.graph.explorer import ExploreTask
 from pacore_graph.graph.prompts import last_user_index
 from pacore_graph.graph.records import Trajectory
@@ -74,8 +79,9 @@ from pacore_graph.graph.seeds import explorer_seed
 from pacore_graph.graph.tool_explorer import ToolSession, build_tool_explorer
 from pacore_graph.llm.client_chat_model import ClientChatModel
 from pacore_graph.llm.protocols import ChatClient
-from pacore_graph.otel.spans import model_step_span
-from pacore_graph.settings.config import SamplingParams
+from pacore_graph.otel.spans import TraceOptions, model_step_span
+from pacore_graph.settings.config import PaCoReConfig, SamplingParams
+from pacore_graph.settings.request_limits import RequestLimits
 from pacore_graph.tools.trajectories import TrajectoryToolLimits, make_trajectory_tools
 
 __all__ = [
@@ -88,6 +94,7 @@ __all__ = [
     "AggAgentState",
     "AggregatorAgentError",
     "agent_prompt",
+    "build_aggagent_graph",
     "build_aggregator_agent",
     "run_sampling",
 ]
@@ -204,14 +211,21 @@ def agent_prompt(
     )
 
 
+def _given_sampling(config: RunnableConfig | None) -> Mapping[str, Any] | None:
+    given = ((config or {}).get("configurable") or {}).get(SAMPLING_KEY)
+    return given if isinstance(given, Mapping) else None
+
+
 def run_sampling(config: RunnableConfig | None, default: SamplingParams) -> SamplingParams:
     """The round's sampling from the config (the contract's dict), else ``default``.
 
-    Known fields only (the dict may also name the round's ``model``); no
-    log-probabilities: the agent's calls are read for their text.
+    Known fields only (the dict names the round's ``model`` too, sent as the
+    request's model); no log-probabilities: the agent's calls are read for
+    their text. The dict's ``seed`` is the agent's call's own seed, as PaCoRe
+    gives each explorer its own.
     """
-    given = ((config or {}).get("configurable") or {}).get(SAMPLING_KEY)
-    if not isinstance(given, Mapping):
+    given = _given_sampling(config)
+    if given is None:
         return default
     fields = {k: v for k, v in given.items() if k in SamplingParams.model_fields}
     fields["logprobs"] = False
@@ -272,6 +286,10 @@ class _Agent:
         prompt = agent_prompt(state.get("messages") or (), trajectories, self.system_prompt)
         params = run_sampling(config, self.sampling)
         final_round = max(t.round for t in trajectories) + 1
+        # A run's sampling carries this call's own seed (PaCoRe derived it for the answer
+        # round); the built-in sampling has a base seed, derived here the same way.
+        given = _given_sampling(config) is not None
+        seed = params.seed if given else explorer_seed(params.seed, final_round, 0)
         task = ExploreTask(
             run_id=f"aggagent-{uuid.uuid4().hex}",
             problem_id=None,
@@ -279,7 +297,7 @@ class _Agent:
             index=0,
             width=1,
             messages=prompt,
-            seed=explorer_seed(params.seed, final_round, 0),
+            seed=seed,
             params=params,
         )
         self.tools[task.run_id] = make_trajectory_tools(trajectories, self.limits)
@@ -368,3 +386,50 @@ def build_aggregator_agent(
     graph.add_edge(START, "agent")
     graph.add_edge("agent", END)
     return graph.compile(name=name)
+
+
+def build_aggagent_graph(
+    client: ChatClient,
+    n: int,
+    *,
+    config: PaCoReConfig | None = None,
+    compactor: Compactor | str = "conclusion",
+    limiter: SequenceLimiter | None = None,
+    tracing: TraceOptions | bool | None = None,
+    compactors: CompactorRegistry | Mapping[str, Compactor] | None = None,
+    limits: RequestLimits | None = None,
+    max_tool_steps: int = DEFAULT_MAX_TOOL_STEPS,
+    tool_limits: TrajectoryToolLimits | None = None,
+    name: str = "aggagent",
+) -> CompiledStateGraph[Any, Any, Any, Any]:
+    """``aggagent:N``: N explorers (one ``n=N`` request), then the agent over their trajectories.
+
+    Nothing but PaCoRe's public builder: ``config`` with rounds ``[n]``
+    (sampling, retries, limits, compactor as for any method) and
+    :func:`build_aggregator_agent` as the ``aggregator``, calling the same
+    ``client`` under the same ``limiter``. The agent's step is the run's
+    answer round of width 1 (``result.extra["aggregator"] == name``); it
+    gets the round's sampling (a run's context included) and its seed as
+    PaCoRe's synthesis round would.
+    """
+    cfg = (config or PaCoReConfig()).with_settings({"rounds": [n]})  # validated like any width
+    limiter = limiter or SequenceLimiter(cfg.max_concurrency)
+    agent = build_aggregator_agent(
+        client,
+        limiter=limiter,
+        sampling=cfg.sampling,
+        max_tool_steps=max_tool_steps,
+        limits=tool_limits,
+        name=name,
+    )
+    return build_pacore_graph(
+        client,
+        config=cfg,
+        aggregator=agent,
+        compactor=compactor,
+        limiter=limiter,
+        tracing=tracing,
+        compactors=compactors,
+        limits=limits,
+        name=name,
+    )

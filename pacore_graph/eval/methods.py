@@ -31,7 +31,7 @@ from typing import Any
 from pacore_graph.control.limits import SequenceLimiter
 from pacore_graph.graph.compaction import Compactor
 from pacore_graph.graph.compactor_registry import CompactorRegistry
-from pacore_graph.graphs.aggagent_method import build_aggagent_graph
+from pacore_graph.graphs.aggagent import build_aggagent_graph
 from pacore_graph.graphs.deepconf import (
     DEFAULT_KEEP,
     DEFAULT_SHARE,

@@ -625,6 +625,8 @@ class PaCoReNodes:
         elif self.aggregator is None:
             final = next(t for t in rounds[-1] if not t.failed)
             answer = final.message or ""
+            if self.answer is not None:  # an aggregator graph answered (its round of width 1)
+                details.update(aggregator=self.answer.name, chosen=final.id)
         else:
             verdict = self.aggregator.aggregate(rounds)
             final, answer = verdict.trajectory, verdict.answer
@@ -639,6 +641,7 @@ class PaCoReNodes:
             model=self.model_name or final.model,
             preset=shape.preset,
             extra=details,
+            conversation=tuple(state["conversation"]),
         )
         self.tracer.end_run(state["run_id"], result)
         extra = {"reasoning_content": final.reasoning} if final.reasoning else {}

@@ -11,25 +11,38 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from langgraph.graph import START, MessagesState, StateGraph
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
 
+from pacore_graph.errors import RoundFailedError
+from pacore_graph.graph.checkpoint_types import pacore_serde
 from pacore_graph.graph.records import ToolCallRecord, Trajectory
+from pacore_graph.graph.seeds import explorer_seed
+from pacore_graph.graph.streaming import answer_message_id
 from pacore_graph.graphs.aggagent import (
     AGGAGENT_SYSTEM_PROMPT,
     FINAL_NOTE,
     AggregatorAgentError,
     agent_prompt,
+    build_aggagent_graph,
     build_aggregator_agent,
     run_sampling,
 )
 from pacore_graph.llm.client import OpenAICompatClient
-from pacore_graph.settings.config import RetryPolicy, SamplingParams
+from pacore_graph.otel.spans import TraceOptions
+from pacore_graph.settings.config import PaCoReConfig, RetryPolicy, SamplingParams
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer, ScriptedToolCall
+from pacore_graph.testing.scripted_server import count_tokens
 from pacore_graph.tools.trajectories import TrajectoryToolLimits
 
 QUESTION = "What is 17 + 25? Put the answer in \\boxed{}."
@@ -151,7 +164,7 @@ async def test_the_agent_lists_searches_reads_then_answers(
     assert "[cut: read on with start=" in read.content
     assert read_on.content.startswith("trajectory 1, characters ")
     assert read_on.content.endswith("So \\boxed{42}.")
-    # Four requests, each with the tools and the round's sampling; the agent's own seed.
+    # Four requests, each with the tools and the round's sampling, its seed the call's own.
     bodies = [r.body for r in srv.requests]
     assert len(bodies) == 4
     assert all(
@@ -159,7 +172,7 @@ async def test_the_agent_lists_searches_reads_then_answers(
         == {"list_trajectories", "read_trajectory", "search_trajectories"}
         for b in bodies
     )
-    assert {(b["temperature"], b["seed"]) for b in bodies} == {(0.2, 5 + 1000)}
+    assert {(b["temperature"], b["seed"]) for b in bodies} == {(0.2, 5)}
     assert bodies[0]["messages"][0] == {"role": "system", "content": AGGAGENT_SYSTEM_PROMPT}
     assert "4 independent attempts" in bodies[0]["messages"][1]["content"]
 
@@ -252,6 +265,15 @@ def test_the_prompt_keeps_the_problem_and_its_instructions() -> None:
         agent_prompt([{"role": "system", "content": "x"}], ROUND, "S")
 
 
+async def test_without_a_runs_sampling_the_agent_derives_its_seed(
+    client: tuple[ScriptedServer, OpenAICompatClient],
+) -> None:
+    """Built with a base seed, run alone: seeded as the answer round after round 0 would be."""
+    srv, c = client
+    await build_aggregator_agent(c, sampling=SamplingParams(seed=5)).ainvoke(contract_input())
+    assert {r.body["seed"] for r in srv.requests} == {explorer_seed(5, 1, 0)}
+
+
 def test_the_round_sampling_comes_from_the_config() -> None:
     default = SamplingParams(temperature=0.7, timeout=30.0, logprobs=True)
     assert run_sampling(None, default) is default
@@ -282,3 +304,180 @@ def test_tool_explorer_trajectories_are_read_with_their_tool_calls() -> None:
     )
     prompt = agent_prompt([HumanMessage("2+3?")], [used], "S")
     assert "1 independent attempts" in prompt[-1]["content"]
+
+
+# --------------------------------------------------------- aggagent:N, the method on the seam
+#
+# ``build_aggagent_graph`` is ``build_pacore_graph`` with the agent as its aggregator. The
+# scripted explorers (no tools offered) answer by sample index (0 and 2 say 41, the others
+# 42); the agent lists the trajectories, reads the first that said 41, then answers.
+
+N = 4
+SEED = 7
+ASKED = {"role": "user", "content": "What is 20 + 22?"}
+
+
+def method_explorer(req: ScriptedRequest) -> ScriptedReply:
+    answer = 41 if req.sample_index % 2 == 0 else 42
+    return ScriptedReply(content=f"So \\boxed{{{answer}}}.", reasoning=f"sum {answer}")
+
+
+def method_agent(req: ScriptedRequest) -> ScriptedReply:
+    results = [m["content"] for m in tool_results(req)]
+    if not results:
+        return ScriptedReply(
+            content="", reasoning="list", tool_calls=(ScriptedToolCall("list_trajectories", {}),)
+        )
+    if len(results) == 1:
+        rows = [json.loads(line) for line in results[0].splitlines()[1:]]
+        odd = next(r["index"] for r in rows if r.get("answer") == "41")
+        return ScriptedReply(
+            content="",
+            reasoning="read",
+            tool_calls=(ScriptedToolCall("read_trajectory", {"index": odd}),),
+        )
+    return ScriptedReply(content="20 + 22 = 42: \\boxed{42}.", reasoning="41 is a slip")
+
+
+def method_model(req: ScriptedRequest) -> ScriptedReply:
+    return method_agent(req) if req.params.get("tools") else method_explorer(req)
+
+
+def words(reply: ScriptedReply) -> int:
+    return count_tokens(reply.content) + count_tokens(reply.reasoning)
+
+
+@pytest.fixture(scope="module")
+def method_server() -> Iterator[ScriptedServer]:
+    with ScriptedServer(method_model, fail_when=AGENT_DOWN.fail_when).run_in_thread() as srv:
+        yield srv
+
+
+class AgentDown:
+    """Refuses the agent's calls (those offering tools) while ``down``; by input, not order."""
+
+    def __init__(self) -> None:
+        self.down = False
+
+    def fail_when(self, req: ScriptedRequest) -> int | None:
+        return 400 if self.down and req.params.get("tools") else None
+
+
+AGENT_DOWN = AgentDown()
+
+
+@pytest.fixture
+async def method_client(method_server: ScriptedServer) -> AsyncIterator[OpenAICompatClient]:
+    method_server.reset_log()
+    c = OpenAICompatClient(method_server.base_url, "scripted", retry=RetryPolicy(max_attempts=1))
+    yield c
+    await c.aclose()
+
+
+def seeded() -> PaCoReConfig:
+    return PaCoReConfig(sampling=SamplingParams(seed=SEED), retry=RetryPolicy(max_attempts=1))
+
+
+async def test_aggagent_runs_n_explorers_in_one_request_then_the_agent(
+    method_server: ScriptedServer,
+    method_client: OpenAICompatClient,
+    traced: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
+    provider, exporter = traced
+    graph = build_aggagent_graph(
+        method_client, N, config=seeded(), tracing=TraceOptions(tracer_provider=provider)
+    )
+    out = await graph.ainvoke(
+        {"messages": [ASKED], "problem_id": "p"}, context={"temperature": 0.3}
+    )
+    result = out["result"]
+    assert out["answer"] == result.answer == "20 + 22 = 42: \\boxed{42}."
+    assert result.schedule == (N, 1) and [len(r) for r in result.rounds] == [N, 1]
+    final = result.rounds[-1][0]
+    assert final.id == "r1.0" and result.final is final
+    assert result.extra["aggregator"] == "aggagent" and result.extra["chosen"] == "r1.0"
+    assert final.reasoning == "41 is a slip" and final.model == "scripted"
+    assert [c.name for c in final.tool_calls] == ["list_trajectories", "read_trajectory"]
+    assert final.tool_calls[0].output.startswith("4 trajectories, 0 failed.")
+    assert final.tool_calls[1].output.startswith("trajectory 0, characters 0-")
+    assert final.references == (0, 1, 2, 3)
+    # Tokens: every agent call's, summed; effective TTC counts them with the explorers'.
+    agent_calls = [r.body for r in method_server.requests if r.body.get("tools")]
+    assert len(agent_calls) == 3
+    script = [
+        ScriptedReply(content="", reasoning="list"),
+        ScriptedReply(content="", reasoning="read"),
+        ScriptedReply(content="20 + 22 = 42: \\boxed{42}.", reasoning="41 is a slip"),
+    ]
+    assert final.completion_tokens == sum(words(r) for r in script)
+    assert final.prompt_tokens > 0
+    explorers = sum(t.completion_tokens for t in result.rounds[0])
+    assert result.effective_ttc == explorers + final.completion_tokens
+    # One n=N request for the explorers; the run's context sampling reached every call,
+    # and the agent is seeded as PaCoRe's answer round.
+    batch = [r.body for r in method_server.requests if not r.body.get("tools")]
+    assert [b.get("n") for b in batch] == [N]
+    assert {b["temperature"] for b in [*batch, *agent_calls]} == {0.3}
+    assert {b["seed"] for b in agent_calls} == {explorer_seed(SEED, 1, 0)}
+    # The answer message, as PaCoRe's: the run's answer id; the conversation recorded.
+    answer = out["messages"][-1]
+    assert isinstance(answer, AIMessage) and answer.content == result.answer
+    assert answer.id == answer_message_id(result.extra["run_id"])
+    assert result.conversation == (ASKED,)
+    # Traced as any PaCoRe run: the agent's step is the final round's explorer span, its
+    # model calls named by the model, with the run's sampling.
+    spans = exporter.get_finished_spans()
+    names = [s.name for s in spans]
+    assert names.count("invoke_agent aggagent") == 1
+    (run,) = [s for s in spans if s.name == "invoke_workflow pacore"]  # every method's root
+    assert run.attributes["pacore.schedule"] == (N, 1)
+    assert run.attributes["gen_ai.request.temperature"] == 0.3
+    chats = [s for s in spans if s.name.startswith("chat ")]
+    assert {s.name for s in chats} == {"chat scripted"}
+    assert len(chats) == N + 3  # the n=N request's samples and the agent's three calls
+    assert {s.attributes.get("gen_ai.request.temperature") for s in chats} == {0.3}
+    assert not [s for s in spans if s.status.status_code is StatusCode.ERROR]
+
+
+async def test_aggagent_progress_events_cover_both_rounds(
+    method_client: OpenAICompatClient,
+) -> None:
+    graph = build_aggagent_graph(method_client, N, config=seeded(), tracing=False)
+    events = [e async for e in graph.astream({"messages": [ASKED]}, stream_mode="custom")]
+    kinds = [(e["event"], e["round"]) for e in events]
+    assert kinds == [
+        ("round_started", 0),
+        *[("explorer_finished", 0)] * N,
+        ("round_compacted", 0),
+        ("round_started", 1),
+        ("explorer_finished", 1),
+        ("round_compacted", 1),
+    ]
+    assert (events[0]["width"], events[-3]["width"]) == (N, 1)
+
+
+async def test_a_failed_agent_fails_its_round_and_resumes_asking_only_the_agent(
+    method_server: ScriptedServer, method_client: OpenAICompatClient, tmp_path: Path
+) -> None:
+    """In a parent graph with a SQLite saver: the agent's model is down, then back."""
+    parent = StateGraph(MessagesState)
+    parent.add_node("aggagent", build_aggagent_graph(method_client, N, tracing=False))
+    parent.add_edge(START, "aggagent")
+    cfg: Any = {"configurable": {"thread_id": "agent-down"}}
+    async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "t.sqlite")) as saver:
+        saver.serde = pacore_serde()
+        app = parent.compile(checkpointer=saver)
+        AGENT_DOWN.down = True
+        try:
+            failed = r"round 1: all 1 explorer calls failed.*aggregator agent.*HTTP 400"
+            with pytest.raises(RoundFailedError, match=failed) as info:
+                await app.ainvoke({"messages": [ASKED]}, cfg)
+        finally:
+            AGENT_DOWN.down = False
+        assert info.value.round_index == 1 and len(info.value.errors) == 1
+        assert [bool(r.body.get("tools")) for r in method_server.requests] == [False, True]
+        method_server.reset_log()
+        out = await app.ainvoke(None, cfg)
+    # Only the agent again (its three calls); the explorer round is not asked again.
+    assert [bool(r.body.get("tools")) for r in method_server.requests] == [True] * 3
+    assert out["messages"][-1].content == "20 + 22 = 42: \\boxed{42}."
