@@ -298,14 +298,14 @@ async def test_episodes_from_results_are_the_export_of_the_same_results(tmp_path
     assert [e.prompt for e in ungraded] == [e.prompt for e in again]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs the finalize hook of issue 32 (graph/nodes.py: the result records the run's "
-    "conversation); remove this mark when it lands",
-)
 async def test_a_graph_result_alone_makes_episodes() -> None:
+    """The finalize step records the problem conversation: a result needs no output around it."""
     outputs = await graph_outputs()
-    assert episodes_from_results([out["result"] for out in outputs])
+    results = [out["result"] for out in outputs]
+    asked = [tuple(r.messages) for r in plain_records()]
+    assert [tuple(r.conversation) for r in results] == asked
+    alone = episodes_from_results(results)
+    assert alone and alone == episodes_from_results(outputs)
 
 
 def test_results_without_their_conversation_are_refused_clearly() -> None:
