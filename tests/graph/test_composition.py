@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import tool
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.types import Command, interrupt
@@ -39,16 +40,18 @@ from typing_extensions import TypedDict
 from pacore_graph import (
     ExploreTask,
     PaCoReConfig,
+    PaCoReResult,
     RetryPolicy,
+    Round,
     RoundFailedError,
     SequenceLimiter,
     Trajectory,
-    ainvoke_pacore,
     build_pacore_graph,
 )
 from pacore_graph.graph.builder import chat_explorer
 from pacore_graph.graph.checkpoint_types import pacore_serde
 from pacore_graph.graph.messages_explorer import round_sampling
+from pacore_graph.graph.tool_explorer import build_tool_explorer, static_tools
 from pacore_graph.llm.client import OpenAICompatClient
 from pacore_graph.llm.langchain_client import aclose_chat_model, make_chat_model
 from pacore_graph.otel.spans import TraceOptions
@@ -113,6 +116,7 @@ async def saver(tmp_path: Path) -> AsyncIterator[AsyncSqliteSaver]:
 class Workflow(MessagesState):
     plan: str
     verdict: str
+    result: PaCoReResult  # PaCoRe's output key: the parent keeps (and checkpoints) its record
 
 
 def workflow(pacore: Any, saver: Any, *, context_schema: Any = None, review: bool = False) -> Any:
@@ -327,7 +331,9 @@ async def test_an_explorers_exception_fails_its_trajectory_and_span_only(
     assert not any("unknown" in str(s.attributes.get("gen_ai.request.model")) for s in spans)
 
 
-async def test_one_chatopenai_explorer_failing_fails_one_trajectory(server: ScriptedServer) -> None:
+async def test_one_chatopenai_explorer_failing_fails_one_trajectory(
+    server: ScriptedServer, saver: Any
+) -> None:
     """Three explorers calling ChatOpenAI with their round's seed; the one seeded 13 gets a 400."""
     server.reset_log()
     model = make_chat_model(server.base_url, "m", api_key="k", retry=ONE_TRY)
@@ -340,14 +346,17 @@ async def test_one_chatopenai_explorer_failing_fails_one_trajectory(server: Scri
     explorer = StateGraph(MessagesState)
     explorer.add_node("answer", answer)
     explorer.add_edge(START, "answer")
-    graph = build_pacore_graph(
+    pacore = build_pacore_graph(
         config=PaCoReConfig(rounds=[3], sampling=SamplingParams(seed=12)),
         explorer=explorer.compile(),
     )
+    cfg: Any = {"configurable": {"thread_id": "one-of-three"}}
     try:
-        result = await ainvoke_pacore(graph, QUESTION)
+        out = await workflow(pacore, saver).ainvoke({"messages": [("user", QUESTION)]}, cfg)
     finally:
         await aclose_chat_model(model)
+    assert out["verdict"] == "ok"
+    result = out["result"]  # PaCoRe's record, through the parent's state and saver
     first = result.rounds[0]
     assert [t.failed for t in first] == [False, True, False]  # seeds 12, 13, 14
     assert "Error: Error code: 400" in (first[1].error or "")  # its type, then its message
@@ -423,15 +432,16 @@ async def test_an_interrupt_around_pacore_leaves_its_trace_clean(
 
 
 async def test_spans_carry_the_runs_own_settings(
-    client: OpenAICompatClient, traced: tuple[TracerProvider, InMemorySpanExporter]
+    client: OpenAICompatClient, saver: Any, traced: tuple[TracerProvider, InMemorySpanExporter]
 ) -> None:
     provider, exporter = traced
-    graph = build_pacore_graph(
+    pacore = build_pacore_graph(
         client, config=PaCoReConfig(rounds=[4]), tracing=TraceOptions(tracer_provider=provider)
     )
-    await graph.ainvoke(
-        {"messages": [("user", QUESTION)]}, context={"rounds": [2, 2], "temperature": 0.2}
-    )
+    app = workflow(pacore, saver, context_schema=DictContext)
+    context: DictContext = {"temperature": 0.0, "pacore": {"rounds": [2, 2], "temperature": 0.2}}
+    cfg: Any = {"configurable": {"thread_id": "spans"}}
+    await app.ainvoke({"messages": [("user", QUESTION)]}, cfg, context=context)
     spans = exporter.get_finished_spans()
     (run,) = [s for s in spans if s.name == "invoke_workflow pacore"]
     assert run.attributes["pacore.rounds"] == (2, 2)
@@ -444,8 +454,54 @@ async def test_spans_carry_the_runs_own_settings(
 # ----------------------------------------------- a custom explorer sharing the graph's limiter
 
 
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers (offered to the tool loop; this scripted model answers without it)."""
+    return a + b
+
+
+async def test_a_tool_explorers_model_spans_carry_their_rounds_sampling(
+    server: ScriptedServer, saver: Any, traced: tuple[TracerProvider, InMemorySpanExporter]
+) -> None:
+    """A ChatOpenAI tool loop per explorer, each round with its own model and temperature."""
+    provider, exporter = traced
+    server.reset_log()
+    chat = make_chat_model(server.base_url, "m", api_key="k", retry=ONE_TRY)
+    explorer = build_tool_explorer(chat, static_tools([add]), name="looper")
+    pacore = build_pacore_graph(
+        explorer=explorer,
+        config=PaCoReConfig(
+            rounds=[Round(2, temperature=0.4, model="small")],
+            final=Round(1, temperature=0.1, max_tokens=64, model="large"),
+        ),
+        tracing=TraceOptions(tracer_provider=provider),
+    )
+    cfg: Any = {"configurable": {"thread_id": "tool-spans"}}
+    try:
+        out = await workflow(pacore, saver).ainvoke({"messages": [("user", QUESTION)]}, cfg)
+    finally:
+        await aclose_chat_model(chat)
+    assert out["verdict"] == "ok"
+    sent = sorted((r.body["model"], r.body["temperature"]) for r in server.requests)
+    assert sent == [("large", 0.1), ("small", 0.4), ("small", 0.4)]
+    spans = exporter.get_finished_spans()
+    chats = sorted(
+        ((s.name, s.attributes["gen_ai.request.temperature"]) for s in spans if "chat" in s.name),
+    )
+    assert chats == [("chat large", 0.1), ("chat small", 0.4), ("chat small", 0.4)]
+    (large,) = [s for s in spans if s.name == "chat large"]
+    assert large.attributes["gen_ai.request.max_tokens"] == 64
+    agents = [s for s in spans if s.name == "invoke_agent looper"]
+    assert sorted(s.attributes["gen_ai.request.model"] for s in agents) == [
+        "large",
+        "small",
+        "small",
+    ]
+    assert not any("unknown" in str(s.attributes.get("gen_ai.request.model")) for s in spans)
+
+
 async def test_a_custom_explorer_sharing_the_limiter_cannot_deadlock(
-    client: OpenAICompatClient,
+    client: OpenAICompatClient, saver: Any
 ) -> None:
     """The graph holds a unit per trajectory around the wrapper; the wrapped chat explorer's
     batcher holds the same limiter: with K above its capacity this waited forever."""
@@ -460,7 +516,11 @@ async def test_a_custom_explorer_sharing_the_limiter_cannot_deadlock(
             found = await inner.explore(task, config)
             return replace(found, content=found.content + " (checked)")
 
-    graph = build_pacore_graph(config=config, explorer=Checked(), limiter=limiter)
-    result = await asyncio.wait_for(ainvoke_pacore(graph, QUESTION), timeout=30)
+    pacore = build_pacore_graph(config=config, explorer=Checked(), limiter=limiter)
+    cfg: Any = {"configurable": {"thread_id": "limiter"}}
+    app = workflow(pacore, saver)
+    out = await asyncio.wait_for(app.ainvoke({"messages": [("user", QUESTION)]}, cfg), timeout=30)
+    assert out["verdict"] == "ok"
+    result = out["result"]  # PaCoRe's record, through the parent's state and saver
     assert all(t.content.endswith("(checked)") for t in result.rounds[0])
     assert limiter.in_use() == 0
