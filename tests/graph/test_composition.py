@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, AIMessageChunk
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
@@ -53,8 +53,13 @@ from pacore_graph.graph.checkpoint_types import pacore_serde
 from pacore_graph.graph.messages_explorer import round_sampling
 from pacore_graph.graph.tool_explorer import build_tool_explorer, static_tools
 from pacore_graph.llm.client import OpenAICompatClient
-from pacore_graph.llm.langchain_client import aclose_chat_model, make_chat_model
+from pacore_graph.llm.langchain_client import (
+    LangChainChatClient,
+    aclose_chat_model,
+    make_chat_model,
+)
 from pacore_graph.otel.spans import TraceOptions
+from pacore_graph.rl import episodes_from_results
 from pacore_graph.settings.config import SamplingParams
 from pacore_graph.settings.per_run import RunSettings
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
@@ -94,7 +99,9 @@ def outage() -> Outage:
 
 @pytest.fixture(scope="module")
 def server(outage: Outage) -> Iterator[ScriptedServer]:
-    with ScriptedServer(reply, model="m", fail_when=outage.fail_when).run_in_thread() as srv:
+    with ScriptedServer(
+        reply, model="m", fail_when=outage.fail_when, stream_words_per_chunk=1
+    ).run_in_thread() as srv:
         yield srv
 
 
@@ -524,3 +531,49 @@ async def test_a_custom_explorer_sharing_the_limiter_cannot_deadlock(
     result = out["result"]  # PaCoRe's record, through the parent's state and saver
     assert all(t.content.endswith("(checked)") for t in result.rounds[0])
     assert limiter.in_use() == 0
+
+
+# ------------------------------------- tokens stream from a LangChain client; episodes export
+
+
+async def test_a_langchain_client_streams_the_answer_through_the_parent(
+    server: ScriptedServer, saver: Any
+) -> None:
+    """PaCoRe over ``LangChainChatClient(ChatOpenAI)`` as a node: the final answer's tokens
+    reach the parent's ``messages`` stream as chunks of the answer message."""
+    server.reset_log()
+    chat = make_chat_model(server.base_url, "m", api_key="k", retry=ONE_TRY)
+    pacore = build_pacore_graph(LangChainChatClient(chat), config=PaCoReConfig(rounds=[2]))
+    cfg: Any = {"configurable": {"thread_id": "stream"}}
+    chunks: list[Any] = []
+    try:
+        async for _ns, (message, _meta) in workflow(pacore, saver).astream(
+            {"messages": [("user", QUESTION)]}, cfg, stream_mode="messages", subgraphs=True
+        ):
+            if isinstance(message, AIMessageChunk):
+                chunks.append(message)
+        state = await workflow(pacore, saver).aget_state(cfg)
+    finally:
+        await aclose_chat_model(chat)
+    answer = state.values["messages"][-1]
+    assert len(chunks) > 1 and {c.id for c in chunks} == {answer.id}  # deltas, not one message
+    assert "".join(str(c.content) for c in chunks) == answer.content
+    assert answer.content.startswith("synthesis") and state.values["verdict"] == "ok"
+    assert [bool(r.body.get("stream")) for r in server.requests] == [False, True]
+
+
+async def test_episodes_come_from_the_result_a_parent_graph_kept(
+    client: OpenAICompatClient, saver: Any
+) -> None:
+    """``episodes_from_results`` on the record the parent's state (and saver) holds."""
+    pacore = build_pacore_graph(client, config=PaCoReConfig(rounds=[2]))
+    cfg: Any = {"configurable": {"thread_id": "episodes"}}
+    await workflow(pacore, saver).ainvoke({"messages": [("user", QUESTION)]}, cfg)
+    saved = (await workflow(pacore, saver).aget_state(cfg)).values["result"]  # from SQLite
+    assert saved.conversation == ({"role": "user", "content": QUESTION},)
+    episodes = episodes_from_results([saved], ground_truths={saved.extra["run_id"]: "42"})
+    assert [(e.round, e.index) for e in episodes] == [(0, 0), (0, 1), (1, 0)]
+    assert all(e.reward == 1.0 for e in episodes)  # every message ends in 42
+    final = episodes[-1]
+    assert SYNTHESIS in str(final.prompt[-1]["content"])
+    assert final.completion.startswith("synthesis")
