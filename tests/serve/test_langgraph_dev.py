@@ -129,9 +129,15 @@ def assert_types_bounds_and_defaults(context: dict[str, Any]) -> None:
         assert {"type": "null"} in context[name]["anyOf"], name  # optional: unset keeps it
         if name == "rounds":
             assert given["type"] == "array"
-            assert given["items"] == {"type": "integer", "minimum": 1}
+            # Each round a width of at least 1 or a Round (its own k, sampling, model).
+            assert given["items"]["anyOf"][0] == {"type": "integer", "minimum": 1}
+            assert given["items"]["anyOf"][1] == {"$ref": "#/$defs/Round"}
             assert given["maxItems"] == limits.max_rounds
             assert context[name]["default"] == list(row.default)
+            continue
+        if name == "final":  # the answer round's own settings: a Round, unset by default
+            assert given == {"$ref": "#/$defs/Round"}
+            assert context[name]["default"] is None
             continue
         assert given["type"] == json_type[row.kind], name
         expected = {keyword[k]: v for k, v in row.bounds().items()}
@@ -172,6 +178,8 @@ def test_served_graph_takes_rounds_per_request_and_publishes_schemas(
         SETTINGS["top_p"].le,
     )
     assert_types_bounds_and_defaults(context)
+    rounds = schemas["context_schema"]["$defs"]["Round"]["properties"]  # what a Round may set
+    assert {"k", "temperature", "top_p", "max_tokens", "model"} <= set(rounds)
     # The config schema is not empty: LangGraph publishes the context schema under
     # that name too (docs/serve.md says so), for clients that predate the run's context.
     assert schemas["config_schema"] == schemas["context_schema"]
