@@ -11,8 +11,13 @@ a real SQLite saver and the scripted server over HTTP (and ``ChatOpenAI`` /
 - whatever an explorer or a compactor raises fails one trajectory;
 - ``interrupt()`` in an explorer or around PaCoRe is a pause, not an error,
   and the resumed run's spans are in the run's trace;
-- spans say what the run used; a custom explorer sharing the graph's
-  limiter does not deadlock.
+- spans say what the run used (a tool explorer's model spans included); a
+  custom explorer sharing the graph's limiter does not deadlock;
+- a LangChain client's answer tokens stream through the parent, and the
+  result the parent's state kept makes training episodes.
+
+Only ``test_standalone_the_context_is_pacores_as_before`` runs PaCoRe on its
+own: that is what it checks.
 """
 
 from __future__ import annotations
