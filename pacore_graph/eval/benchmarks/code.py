@@ -40,8 +40,16 @@ from pacore_graph.eval.benchmarks.base import (
     cell_text,
     parse_day,
 )
-from pacore_graph.eval.code_tests import CODE_TESTS_KEY, CodeTest, CodeTests, TestType
+from pacore_graph.eval.code_tests import (
+    CODE_TESTS_KEY,
+    MAX_TESTS,
+    CodeTest,
+    CodeTests,
+    TestType,
+    too_many_tests,
+)
 from pacore_graph.eval.safe_pickle import UnsafePickleError, decode_compressed_pickle
+from pacore_graph.runs.jsonl import loads_bounded
 
 __all__ = ["LIVECODEBENCH", "LIVECODEBENCH_FILES", "PAPER_WINDOW", "LiveCodeBench", "lcb_prompt"]
 
@@ -73,6 +81,16 @@ def lcb_prompt(question: str, starter_code: str) -> str:
     return prompt + "### Answer: (use the provided format with backticks)\n\n"
 
 
+def _parse_tests(text: str, column: str) -> Any:
+    """JSON text of a test list, parsing stopped past :data:`MAX_TESTS` objects (one per test)."""
+    try:
+        return loads_bounded(text, MAX_TESTS)
+    except ValueError as exc:
+        if "JSON objects" in str(exc):
+            raise ValueError(f"column {column!r} holds more than {MAX_TESTS} tests") from None
+        raise
+
+
 def _test_list(value: Any, column: str, *, compressed: bool) -> list[Any]:
     """A test column as a list: JSON text, else (private tests) the compressed pickle."""
     if isinstance(value, list):
@@ -80,8 +98,10 @@ def _test_list(value: Any, column: str, *, compressed: bool) -> list[Any]:
     if not isinstance(value, str):
         raise ValueError(f"column {column!r} is {type(value).__name__}, not text")
     try:
-        decoded: Any = json.loads(value)
-    except ValueError:
+        decoded: Any = _parse_tests(value, column)
+    except ValueError as exc:
+        if "more than" in str(exc):
+            raise
         if not compressed:
             raise ValueError(f"column {column!r} is not JSON") from None
         try:
@@ -93,8 +113,10 @@ def _test_list(value: Any, column: str, *, compressed: bool) -> list[Any]:
                 f"column {column!r} unpickles to a {type(inner).__name__}, not JSON text"
             ) from None
         try:
-            decoded = json.loads(inner)
+            decoded = _parse_tests(inner, column)
         except ValueError as exc:
+            if "more than" in str(exc):
+                raise
             raise ValueError(
                 f"column {column!r} unpickles to text that is not JSON ({exc})"
             ) from None
@@ -104,6 +126,8 @@ def _test_list(value: Any, column: str, *, compressed: bool) -> list[Any]:
 
 
 def _tests(items: list[Any], column: str, *, public: bool) -> list[CodeTest]:
+    if len(items) > MAX_TESTS:
+        raise ValueError(f"column {column!r}: {too_many_tests(len(items))}")
     tests = []
     for i, item in enumerate(items):
         if not isinstance(item, Mapping):

@@ -182,6 +182,22 @@ def test_a_memo_bomb_row_is_refused_naming_the_row_before_it_costs_memory(
     assert "memo index 16777216" in message and "\n" not in message
 
 
+@pytest.mark.parametrize("column", ["public", "private"])
+def test_a_row_with_more_tests_than_the_cap_is_refused_naming_it(
+    tmp_path: Path, column: str
+) -> None:
+    """Issue 31 (low): counted while the test list is parsed, not after it is built."""
+    many = [STDIN_PRIVATE[0]] * 10_001
+    tests = {"public": STDIN_PUBLIC, "private": STDIN_PRIVATE, column: many}
+    rows = [lcb_row("many", public=tests["public"], private=tests["private"])]
+    path = write_parquet(rows, tmp_path / "many.parquet")
+    with pytest.raises(DatasetError) as info:
+        load_dataset_spec(f"livecodebench:{path}")
+    message = str(info.value)
+    assert message.startswith(f"{path}: row 1 (id many): column '{column}_test_cases'")
+    assert "more than 10000 tests" in message and "\n" not in message
+
+
 @pytest.mark.parametrize("protocol", range(pickle.HIGHEST_PROTOCOL + 1))
 def test_the_real_private_format_loads_whatever_protocol_wrote_it(
     tmp_path: Path, protocol: int
