@@ -25,6 +25,7 @@ after the bounded outage :mod:`pacore_graph.runs.store_guard` allows.
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -41,6 +42,7 @@ from pacore_graph.graph.checkpoint_types import (
 )
 from pacore_graph.graph.records import Trajectory
 from pacore_graph.runs.filenames import EVAL_CHECKPOINT_FILE, RUN_CHECKPOINT_SUFFIX
+from pacore_graph.runs.private_files import FILE_MODE, private_dir
 from pacore_graph.runs.store_guard import (
     DEFAULT_STORE_RETRY_S,
     StoreGuard,
@@ -163,7 +165,9 @@ async def _sqlite(saver_cls: Any, path: Path) -> AsyncIterator[Any]:
     writer: sqlite3.Connection | None = None
     async with contextlib.AsyncExitStack() as stack:
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            private_dir(path.parent)
+            # Made 0600 before SQLite opens it: its -wal and -shm files take its mode.
+            os.close(os.open(path, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, FILE_MODE))
             conn = await stack.enter_async_context(aiosqlite.connect(str(path)))
             # WAL with synchronous=NORMAL: a commit survives the process being
             # killed (SIGKILL), only not a power cut, and skips the fsync per

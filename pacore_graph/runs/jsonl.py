@@ -42,6 +42,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from pacore_graph.runs.private_files import FILE_MODE, private_dir
+
 __all__ = [
     "MAX_LINE_BYTES",
     "MAX_LINE_OBJECTS",
@@ -237,7 +239,8 @@ class LineSink:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+        self._fd = os.open(path, flags, FILE_MODE)  # a new file is private (issue 31)
 
     def write(self, text: str) -> int:
         """Append ``text`` (UTF-8); ``OSError`` with the file's name when it cannot be."""
@@ -265,8 +268,8 @@ class LineSink:
 
 
 def open_append(path: Path) -> LineSink:
-    """Open ``path`` for appending lines, first ending a cut last line."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Open ``path`` for appending lines, first ending a cut last line (new folders ``0700``)."""
+    private_dir(path.parent)
     cut = ends_cut(path)
     sink = LineSink(path)
     if cut:
