@@ -223,7 +223,8 @@ async def _postgres(saver_cls: Any, url: str, retry_s: float) -> AsyncIterator[A
     (measured: 88-96 of 96 samples redone). ``synchronous_commit=off`` skips
     the server's WAL flush per commit; the client being killed cannot lose a
     committed write that way, only a crash of the database server could.
-    Raises ``ValueError`` (one line, the URL without its password) when the
+    Raises ``ValueError`` (one line, the URL without its password) at once
+    when a first connection fails (within ``_CONNECT_TIMEOUT_S``), or when the
     server cannot be used within ``retry_s`` seconds. During the run, a lost
     server is waited for ``retry_s`` seconds (:class:`StoreGuard`), each
     connection attempt bounded by ``_CONNECT_TIMEOUT_S``.
@@ -232,6 +233,15 @@ async def _postgres(saver_cls: Any, url: str, retry_s: float) -> AsyncIterator[A
     from psycopg.rows import dict_row
     from psycopg_pool import AsyncConnectionPool
 
+    # One direct attempt first (bounded by the connect timeout): a server that is
+    # not there is refused at once, not after the pool has retried for retry_s
+    # (a closed port took 61 s).
+    reason = await _connect_error(url)
+    if reason is not None:
+        raise ValueError(
+            f"--checkpoint {redact_store(url)}: cannot use PostgreSQL ({reason}); "
+            "start it, or pass --checkpoint none to run without checkpoints"
+        )
     pool = AsyncConnectionPool(
         url,
         min_size=1,
