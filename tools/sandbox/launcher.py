@@ -464,6 +464,7 @@ def _exec_code(libc: ctypes.CDLL, cfg: Mapping[str, Any], status: _Status) -> No
     """Become the untrusted program: limits, privileges, then exec. Never returns."""
     stage = "signals"
     try:
+        _prctl(libc, _PR_SET_DUMPABLE, 1)  # init is not; this process writes its own /proc
         for signum in signal.valid_signals():
             if signum not in (signal.SIGKILL, signal.SIGSTOP):
                 with contextlib.suppress(OSError, ValueError):
@@ -565,14 +566,17 @@ def _init(libc: ctypes.CDLL, cfg: Mapping[str, Any], status: _Status, pid_ns: bo
             _mount(libc, "proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "")
     except OSError as exc:
         status.fail("proc", str(exc), terminal=True)
+    # Not dumpable (from before the code exists): code running as our uid (a sandbox
+    # started by an ordinary user) can neither ptrace init nor open its /proc/1/fd,
+    # root or environ. The code's process takes dumpability back for itself.
+    try:
+        _prctl(libc, _PR_SET_DUMPABLE, 0)
+    except OSError as exc:
+        status.fail("init", f"cannot make init undumpable: {exc}", terminal=True)
     started = time.monotonic()
     main = os.fork()
     if main == 0:
         _exec_code(libc, cfg, status)
-    # Not dumpable: code running as our uid (a sandbox started by an ordinary user)
-    # can then neither ptrace init nor open its /proc/1/fd, root or environ.
-    with contextlib.suppress(OSError):
-        _prctl(libc, _PR_SET_DUMPABLE, 0)
     limit = int(cfg["max_total_memory_bytes"])
     killed_by: str | None = None
     peak = 0
