@@ -50,6 +50,7 @@ __all__ = [
     "BadLine",
     "JsonLine",
     "LineSink",
+    "TooManyObjects",
     "dumps_line",
     "ends_cut",
     "iter_objects",
@@ -106,12 +107,12 @@ def unicode_problem(value: Any) -> str | None:
     return None
 
 
-class _TooManyObjects(ValueError):
-    pass
+class TooManyObjects(ValueError):
+    """JSON text with more objects than its reader allows (:func:`loads_bounded`)."""
 
 
 def loads_bounded(text: str | bytes, max_objects: int) -> Any:
-    """``json.loads``, stopped with ``ValueError`` at the ``max_objects + 1``-th object.
+    """``json.loads``, stopped with :class:`TooManyObjects` at the ``max_objects + 1``-th object.
 
     The count is taken as the parser builds each object, so memory stays
     bounded by what was built before the stop, not by what the text holds.
@@ -122,7 +123,7 @@ def loads_bounded(text: str | bytes, max_objects: int) -> Any:
         nonlocal count
         count += 1
         if count > max_objects:
-            raise _TooManyObjects(f"holds more than {max_objects} JSON objects")
+            raise TooManyObjects(f"holds more than {max_objects} JSON objects")
         return dict(pairs)
 
     return json.loads(text, object_pairs_hook=counted)
@@ -147,7 +148,7 @@ def parse_line(
         return None
     try:
         data = loads_bounded(text, max_objects) if len(raw) > _COUNT_FROM else json.loads(text)
-    except _TooManyObjects as exc:
+    except TooManyObjects as exc:
         return BadLine(line=lineno, reason=f"{exc} (the cap on one JSONL line): not read")
     except ValueError as exc:
         return BadLine(line=lineno, reason=f"not valid JSON ({exc})")

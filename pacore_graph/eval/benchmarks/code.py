@@ -49,7 +49,7 @@ from pacore_graph.eval.code_tests import (
     too_many_tests,
 )
 from pacore_graph.eval.safe_pickle import UnsafePickleError, decode_compressed_pickle
-from pacore_graph.runs.jsonl import loads_bounded
+from pacore_graph.runs.jsonl import TooManyObjects, loads_bounded
 
 __all__ = ["LIVECODEBENCH", "LIVECODEBENCH_FILES", "PAPER_WINDOW", "LiveCodeBench", "lcb_prompt"]
 
@@ -81,14 +81,16 @@ def lcb_prompt(question: str, starter_code: str) -> str:
     return prompt + "### Answer: (use the provided format with backticks)\n\n"
 
 
+class _TooManyTests(ValueError):
+    pass
+
+
 def _parse_tests(text: str, column: str) -> Any:
     """JSON text of a test list, parsing stopped past :data:`MAX_TESTS` objects (one per test)."""
     try:
         return loads_bounded(text, MAX_TESTS)
-    except ValueError as exc:
-        if "JSON objects" in str(exc):
-            raise ValueError(f"column {column!r} holds more than {MAX_TESTS} tests") from None
-        raise
+    except TooManyObjects:
+        raise _TooManyTests(f"column {column!r} holds more than {MAX_TESTS} tests") from None
 
 
 def _test_list(value: Any, column: str, *, compressed: bool) -> list[Any]:
@@ -99,9 +101,9 @@ def _test_list(value: Any, column: str, *, compressed: bool) -> list[Any]:
         raise ValueError(f"column {column!r} is {type(value).__name__}, not text")
     try:
         decoded: Any = _parse_tests(value, column)
-    except ValueError as exc:
-        if "more than" in str(exc):
-            raise
+    except _TooManyTests:
+        raise
+    except ValueError:
         if not compressed:
             raise ValueError(f"column {column!r} is not JSON") from None
         try:
@@ -114,9 +116,9 @@ def _test_list(value: Any, column: str, *, compressed: bool) -> list[Any]:
             ) from None
         try:
             decoded = _parse_tests(inner, column)
+        except _TooManyTests:
+            raise
         except ValueError as exc:
-            if "more than" in str(exc):
-                raise
             raise ValueError(
                 f"column {column!r} unpickles to text that is not JSON ({exc})"
             ) from None
