@@ -30,6 +30,7 @@ from pacore_graph.tools.sandbox import (
     LocalSandbox,
     SandboxExecutionError,
     SandboxLimits,
+    SandboxUnavailableError,
 )
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux")
@@ -485,3 +486,16 @@ def test_the_sandbox_init_gives_the_code_no_way_out(sandbox: LocalSandbox) -> No
     assert result.ok, result.stderr
     for line in result.stdout.splitlines():
         assert "DENIED" in line, result.stdout
+
+
+def test_a_root_that_cannot_be_built_fails_closed(tmp_path: Path) -> None:
+    """Never run uncontained: a bind the launcher cannot make refuses the call, naming why."""
+    import dataclasses
+
+    with started_sandbox(LIMITS) as sb:
+        probe = sb._ensure_started()
+        missing = str(tmp_path / "gone")
+        root = {**probe.root, "binds": [*probe.root["binds"], [missing, missing]]}
+        sb._probe = dataclasses.replace(probe, root=root)
+        with pytest.raises(SandboxUnavailableError, match="cannot build the sandbox's own root"):
+            sb.execute(ExecRequest(code="print('ran')"))
