@@ -152,8 +152,10 @@ What is not contained (documented, not hidden)
   environment and the privilege drop only (a grandchild that calls
   ``setsid`` may then outlive the call; the workspace is the host directory,
   without size cap, handed to the sandbox uid where that uid could already
-  read it), and says so in :attr:`ExecResult.isolation` (``network_isolated``
-  and ``workspace_limited`` are False, and so on).
+  read it; an interpreter that uid cannot reach, such as a venv under
+  ``/root``, then cannot start: a :class:`SandboxExecutionError`), and says
+  so in :attr:`ExecResult.isolation` (``network_isolated`` and
+  ``workspace_limited`` are False, and so on).
 """
 
 from __future__ import annotations
