@@ -41,6 +41,7 @@ from pacore_graph.runs.atomic import write_text_atomic
 from pacore_graph.runs.checkpoint import DEFAULT_DURABILITY, Durability
 from pacore_graph.runs.fanout import Job, run_jobs
 from pacore_graph.runs.jsonl import iter_objects, open_append
+from pacore_graph.runs.private_files import private_dir
 from pacore_graph.runs.progress import progress_bar
 from pacore_graph.runs.results_file import ResultLine, compact_results, read_results
 from pacore_graph.runs.runner import DatasetRecord
@@ -178,7 +179,7 @@ async def run_eval(
     graded = [r for r in records if has_ground_truth(r.ground_truth)]
     if not graded:
         raise ValueError("no record has a ground truth answer to grade against")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(out_dir)
     results_path = out_dir / RESULTS
     timings_path = out_dir / TIMINGS
     timings: dict[str, float] = (

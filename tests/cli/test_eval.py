@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -60,6 +61,27 @@ def eval_args(dataset: Path, methods: str, url: str, out: Path) -> list[str]:
 
 OPERAND_RE = re.compile(r"What is (\d+) ([+\-×]) (\d+)\?")
 MODEXP_RE = re.compile(r"remainder when (\d+)\^(\d+) .* divided by (\d+)\?")
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o000])
+def test_every_file_an_eval_writes_is_private_whatever_the_umask(
+    server: ScriptedServer, dataset: Path, tmp_path: Path, umask: int
+) -> None:
+    """Issue 31: results.jsonl (0644) held every problem's tests for others to read."""
+    out = tmp_path / "deep" / "out"
+    before = os.umask(umask)
+    try:
+        assert main(eval_args(dataset, "single", server.base_url, out)) == 0
+    finally:
+        os.umask(before)
+    files = [p for p in out.rglob("*") if p.is_file()]
+    names = {p.name for p in files}
+    assert {"results.jsonl", "report.json", "report.md", "scaling.png"} <= names, names
+    assert any(n.endswith(".sqlite") or "checkpoint" in n for n in names), names
+    for path in files:
+        assert path.stat().st_mode & 0o777 == 0o600, (path, oct(path.stat().st_mode))
+    for folder in (out, out.parent, *(p for p in out.rglob("*") if p.is_dir())):
+        assert folder.stat().st_mode & 0o777 == 0o700, (folder, oct(folder.stat().st_mode))
 
 
 def check_answer(question: str, answer: str) -> tuple[str, int, int]:
