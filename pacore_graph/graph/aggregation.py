@@ -6,15 +6,21 @@ majority vote over the samples' extracted answers. An :class:`Aggregator`
 replaces the final round in :func:`~pacore_graph.graph.builder.build_pacore_graph`, so
 the baselines are the same graph, the same records and the same effective-TTC
 accounting as PaCoRe itself: comparisons at matched compute stay honest.
+
+A vote over many distinct answers costs CPU (math-verify parses each one), so
+graphs run an aggregator off the event loop with :func:`aggregate_off_loop`:
+in a worker thread, stopped at its next answer when the run is cancelled.
 """
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from pacore_graph.graph.answer_groups import group_answers
+from pacore_graph.graph.answer_groups import cancellable, group_answers
 from pacore_graph.graph.answers import answers_equivalent, extract_answer, normalize_answer
 from pacore_graph.graph.records import Trajectory
 
@@ -23,6 +29,7 @@ __all__ = [
     "FirstAnswer",
     "MajorityVote",
     "Verdict",
+    "aggregate_off_loop",
     "extract_final_answer",
     "normalize_answer",
 ]
@@ -120,3 +127,24 @@ class MajorityVote:
                 "tie": len(tied) > 1,
             },
         )
+
+
+async def aggregate_off_loop(
+    aggregator: Aggregator, rounds: Sequence[Sequence[Trajectory]]
+) -> Verdict:
+    """``aggregator.aggregate(rounds)`` in a worker thread, stopped when the caller is cancelled.
+
+    Why: graph nodes run on the event loop, and a vote over a thousand
+    distinct answers is seconds of CPU; on the loop it would stall every other
+    run, health check and signal of the process (``pacore serve``). In a
+    thread the loop stays responsive; a cancelled run sets the vote's stop
+    event (:func:`~pacore_graph.graph.answer_groups.cancellable`), and the
+    vote ends at its next answer instead of running on after its run.
+    """
+    stop = threading.Event()
+    with cancellable(stop):  # asyncio.to_thread copies this context into the thread
+        try:
+            return await asyncio.to_thread(aggregator.aggregate, rounds)
+        except asyncio.CancelledError:
+            stop.set()  # the thread cannot be killed: it stops at its next check
+            raise

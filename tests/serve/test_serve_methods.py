@@ -18,6 +18,11 @@ majority, not its first's 7), ``deepconf-online:4`` votes over a warm-up of
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import signal
+import string
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,7 +30,7 @@ import httpx
 import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from serve_support import RunningServe, running_serve, serve_settings
+from serve_support import RunningServe, running_serve, serve_process, serve_settings
 
 from pacore_graph.eval.methods import build_method_graph
 from pacore_graph.graph.builder import ainvoke_pacore
@@ -334,3 +339,75 @@ def test_a_methods_settings_never_fail_after_admission(upstream: CountingUpstrea
             assert resp.status_code == 200, (param, resp.text)
             assert upstream.request_count == 1
         assert post(srv, "majority:2", compactor="answer").status_code == 200  # a built-in
+
+
+# --------------------------------------------------------------------------- a wide vote
+
+
+def test_a_wide_vote_leaves_the_server_responsive_and_sigterm_ends_it() -> None:
+    """``majority:1024`` over 1024 distinct answers: /health answers, SIGTERM stops the vote.
+
+    Each sample answers a different word (by seed and sample index), which
+    math-verify reads as a symbol: a vote of seconds in a ``pacore serve``
+    process of its own. While it runs, /health answers (in well under a
+    second; 2 s allowed, for a loaded machine's garbage-collector pauses,
+    which stop every thread); on SIGTERM the server drains for its
+    ``--drain-timeout`` (1 s), cancels the run, the vote's thread stops at its
+    next answer and the process exits. With the vote on the event loop
+    (before), /health went unanswered until the vote ended (minutes) and
+    SIGTERM could not stop it.
+    """
+    served: list[int] = []
+
+    def word(request: ScriptedRequest) -> ScriptedReply:
+        key = f"{request.seed}|{request.sample_index}".encode()
+        digest = hashlib.sha256(key).digest()
+        served.append(1)
+        text = "".join(string.ascii_lowercase[b % 26] for b in digest[:10])
+        return ScriptedReply(content=f"So the answer is \\boxed{{\\text{{{text}}}}}.")
+
+    with (
+        ScriptedServer(word).run_in_thread() as upstream,
+        serve_process(
+            "--upstream",
+            upstream.base_url,
+            "--model",
+            "scripted",
+            "--drain-timeout",
+            "1",
+            "--log-level",
+            "warning",
+        ) as server,
+    ):
+        body = {"model": "majority:1024", "messages": MESSAGES, "seed": SEED}
+        outcome: dict[str, Any] = {}
+
+        def call() -> None:
+            try:
+                outcome["status"] = httpx.post(
+                    f"{server.base}/v1/chat/completions", json=body, timeout=120
+                ).status_code
+            except httpx.TransportError as exc:
+                outcome["error"] = exc
+
+        caller = threading.Thread(target=call, daemon=True)
+        caller.start()
+        deadline = time.monotonic() + 60
+        while len(served) < 1024:  # every sample answered: compaction, then the vote
+            assert time.monotonic() < deadline and caller.is_alive(), outcome
+            time.sleep(0.05)
+        time.sleep(0.5)
+        slowest = 0.0
+        for _ in range(8):
+            asked = time.monotonic()
+            assert httpx.get(f"{server.base}/health", timeout=2.0).status_code == 200
+            slowest = max(slowest, time.monotonic() - asked)
+            time.sleep(0.1)
+        assert caller.is_alive(), f"the vote ended before /health was asked: {outcome}"
+        signalled = time.monotonic()
+        server.proc.send_signal(signal.SIGTERM)
+        code = server.proc.wait(timeout=20)
+        stopped = time.monotonic() - signalled
+    assert slowest < 2.0
+    assert code in (0, -signal.SIGTERM)
+    assert stopped < 1 + 5, f"SIGTERM took {stopped:.1f} s to end the server"
