@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import cmath
 import itertools
+import math
 import re
 import zlib
 from collections.abc import Hashable
@@ -55,7 +56,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from pacore_graph.graph.answers import exact_number, normalize_answer, symbolic_form
+from pacore_graph.graph.answers import exact_number, normalize_answer, reads_math, symbolic_form
 
 __all__ = [
     "ABS_TOLERANCE",
@@ -161,8 +162,18 @@ def answer_key(text: str) -> AnswerKey:
             tokens.add(("str", str(number)))
         value = complex(float(number))
         return AnswerKey(tokens=frozenset(tokens), probes=(Probe(("scalar",), value, abs(value)),))
+    if not reads_math(text):  # compared as text and exact number only
+        return AnswerKey(tokens=frozenset(tokens))
+    numeric = _numeric_latex(text)
+    if numeric is not None:
+        return _numeric_key(tokens, *numeric)
+    return _parsed_key(text, tokens)
+
+
+def _parsed_key(text: str, tokens: set[Hashable]) -> AnswerKey:
+    """The key read from math-verify's own forms of ``text`` (one parse, cached)."""
     forms = symbolic_form(text)
-    if not forms:  # compared as text and exact number only
+    if not forms:  # math-verify reads nothing: compared as text and exact number only
         return AnswerKey(tokens=frozenset(tokens))
     acc = _Views(tokens)
     for form in forms:
@@ -182,6 +193,63 @@ def answer_key(text: str) -> AnswerKey:
         any_set=acc.any_set,
         wild=acc.wild,
     )
+
+
+# Numeric LaTeX that math-verify reads as a number without symbols: a product of
+# a number, square roots of numbers and pi, or a fraction of two such products,
+# maybe negated, maybe assigned to a letter (x=2\sqrt{3}). Keyed by its value
+# without a parse (checked against math-verify's parse by the tests).
+_NUM = r"[0-9]{1,15}(?:\.[0-9]{1,15})?"
+_PRODUCT = rf"(?:{_NUM})?(?:\\sqrt\{{{_NUM}\}}|\\pi)*"
+_NUMERIC = re.compile(
+    rf"(?:(?P<name>[a-df-hj-zA-DF-HJ-Z])=)?(?P<minus>-?)"
+    rf"(?:(?P<product>{_PRODUCT})|\\[dt]?frac\{{(?P<top_minus>-?)(?P<top>{_PRODUCT})\}}"
+    rf"\{{(?P<bottom>{_PRODUCT})\}})"
+)
+_FACTOR = re.compile(rf"(?P<num>{_NUM})|\\sqrt\{{(?P<root>{_NUM})\}}|\\pi")
+
+
+def _product(text: str) -> float | None:
+    if not text:
+        return None
+    value = 1.0
+    for factor in _FACTOR.finditer(text):
+        if factor.group("num") is not None:
+            value *= float(factor.group("num"))
+        elif factor.group("root") is not None:
+            value *= math.sqrt(float(factor.group("root")))
+        else:
+            value *= math.pi
+    return value
+
+
+def _numeric_latex(text: str) -> tuple[str | None, float] | None:
+    """``(assigned letter, value)`` of a numeric LaTeX answer, or None for anything else."""
+    match = _NUMERIC.fullmatch(text)
+    if match is None:
+        return None
+    if match.group("product") is not None:
+        value = _product(match.group("product"))
+    else:
+        top, bottom = _product(match.group("top")), _product(match.group("bottom"))
+        if top is None or not bottom:
+            return None
+        value = (-top if match.group("top_minus") else top) / bottom
+    if value is None or not math.isfinite(value):
+        return None
+    name = match.group("name")
+    return (name.lower() if name else None), (-value if match.group("minus") else value)
+
+
+def _numeric_key(tokens: set[Hashable], name: str | None, value: float) -> AnswerKey:
+    """What the parse-based key of a numeric LaTeX answer holds that any other key could meet."""
+    if abs(value - round(value)) < 1e-9:  # sympy may print it as the integer a symbol matches
+        tokens.add(("str", str(round(value))))
+    scalar = Probe(("scalar",), complex(value), abs(value))
+    if name is None:
+        return AnswerKey(tokens=frozenset(tokens), probes=(scalar,))
+    assigned = Probe(("relation", frozenset({name})), complex(value), abs(value))
+    return AnswerKey(tokens=frozenset(tokens), probes=(assigned, scalar), relation=True)
 
 
 def _point(name: str) -> Any:

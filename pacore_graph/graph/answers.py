@@ -61,6 +61,7 @@ __all__ = [
     "is_restatement",
     "normalize_answer",
     "problem_text",
+    "reads_math",
     "split_conclusion",
     "stated_answer_present",
     "symbolic_form",
@@ -323,17 +324,24 @@ def _parsed(text: str) -> tuple[Any, ...]:
         return ()
 
 
+def reads_math(text: str) -> bool:
+    """Whether :func:`answers_equivalent` hands ``text`` to math-verify at all.
+
+    Not when math-verify is not installed, nor when the answer is not safe to
+    hand to sympy (powers, factorials or over 200 characters: evaluating them
+    can take unbounded time).
+    """
+    return not (len(text) > _MAX_VERIFY_CHARS or _UNSAFE.search(text) or _math_verify() is None)
+
+
 def symbolic_form(text: str) -> tuple[Any, ...]:
     """What math-verify reads in an answer (its sympy forms and matched strings), or ``()``.
 
-    Empty when math-verify is not installed, when the answer is not safe to
-    hand to sympy (powers, factorials or over 200 characters: evaluating them
-    can take unbounded time) or when math-verify reads nothing in it. Cached
-    per text, so an answer is parsed once however often it is compared.
+    Empty when math-verify does not read the answer (:func:`reads_math`) or
+    reads nothing in it. Cached per text, so an answer is parsed once however
+    often it is compared.
     """
-    if _math_verify() is None or len(text) > _MAX_VERIFY_CHARS or _UNSAFE.search(text):
-        return ()
-    return _parsed(text)
+    return _parsed(text) if reads_math(text) else ()
 
 
 def answers_equivalent(a: str, b: str) -> bool:

@@ -9,19 +9,29 @@ reading of them. The grouping's property tests
 
 from __future__ import annotations
 
+import random
+import re
 from fractions import Fraction
 
 import pytest
 
 from pacore_graph.graph.answer_keys import (
+    _CONSTANT_NAMES,
     ABS_TOLERANCE,
     AnswerKey,
     Probe,
+    _numeric_latex,
+    _parsed_key,
     answer_key,
     keys_meet,
     probes_meet,
 )
-from pacore_graph.graph.answers import answers_equivalent, exact_number, symbolic_form
+from pacore_graph.graph.answers import (
+    answers_equivalent,
+    exact_number,
+    normalize_answer,
+    symbolic_form,
+)
 
 PLAIN_NUMBERS = (
     "0",
@@ -166,3 +176,60 @@ def test_probe_tolerance_is_wider_than_math_verify_and_names_infinite_ends() -> 
 def test_keys_are_computed_once_per_text() -> None:
     assert answer_key("\\sqrt{7}") is answer_key("\\sqrt{7}")
     assert isinstance(answer_key("\\sqrt{7}"), AnswerKey)
+
+
+def numeric_latex(draw: random.Random) -> str:
+    """A random answer of the numeric-LaTeX shortcut's grammar."""
+
+    def number() -> str:
+        decimal = f"{draw.randint(0, 9)}.{draw.randint(1, 99)}"
+        return draw.choice([str(draw.randint(0, 40)), decimal])
+
+    def product() -> str:
+        head = number() if draw.random() < 0.7 else ""
+        count = draw.randint(0, 2)
+        factors = [draw.choice([f"\\sqrt{{{number()}}}", "\\pi"]) for _ in range(count)]
+        return head + "".join(factors) or "\\pi"
+
+    kind = draw.random()
+    if kind < 0.5:
+        term = product()
+    else:
+        frac = draw.choice(["\\frac", "\\dfrac", "\\tfrac"])
+        top = ("-" if draw.random() < 0.2 else "") + product()
+        term = f"{frac}{{{top}}}{{{product()}}}"
+    term = ("-" if draw.random() < 0.2 else "") + term
+    if draw.random() < 0.3:
+        term = draw.choice("abcxyzXYZ") + "=" + term
+    return term
+
+
+def test_numeric_latex_is_keyed_as_math_verify_reads_it_without_parsing() -> None:
+    """The shortcut's claim: the parse-based key holds nothing else another key could meet."""
+    draw = random.Random(3)
+    checked = 0
+    for _ in range(60):
+        text = numeric_latex(draw)
+        if _numeric_latex(text) is None:  # 0 in a denominator: parsed as usual
+            continue
+        checked += 1
+        short = answer_key(text)
+        parsed = _parsed_key(text, {("text", normalize_answer(text))})
+        flags = ("relation", "set_like", "any_set", "wild")
+        assert [getattr(short, f) for f in flags] == [getattr(parsed, f) for f in flags], text
+        assert sorted(p.space for p in short.probes) == sorted(p.space for p in parsed.probes)
+        for p in parsed.probes:
+            same = [q for q in short.probes if q.space == p.space]
+            assert p.value is not None and same[0].value == pytest.approx(p.value), text
+        # Of the parsed key's tokens, only a printed text a symbol could be named
+        # (an integer; a constant's name makes a symbol wild) can meet a key that no
+        # value meets: the shortcut has those.
+        named = {
+            t
+            for t in parsed.tokens
+            if t[0] == "str"
+            and re.fullmatch(r"\w+", str(t[1]))
+            and str(t[1]) not in _CONSTANT_NAMES
+        }
+        assert named <= short.tokens, text
+    assert checked > 40
