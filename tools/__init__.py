@@ -4,7 +4,8 @@
 its values and errors, and the local subprocess sandbox);
 :mod:`pacore_graph.tools.code_executor` turns an executor into LangChain tools;
 :mod:`pacore_graph.tools.workspace` copies, diffs and patches the repository
-workspaces of the SWE graph.
+workspaces of the SWE graph; :mod:`pacore_graph.tools.trajectories` lists, reads
+and searches a round's trajectories (the aggregator agent's tools).
 """
 
 from pacore_graph.tools.code_executor import WorkspacePathError, make_code_tools
@@ -20,6 +21,7 @@ from pacore_graph.tools.sandbox import (
     SandboxLimits,
     SandboxUnavailableError,
 )
+from pacore_graph.tools.trajectories import TrajectoryToolLimits, make_trajectory_tools
 
 __all__ = [
     "BaseCodeExecutor",
@@ -32,6 +34,8 @@ __all__ = [
     "SandboxExecutionError",
     "SandboxLimits",
     "SandboxUnavailableError",
+    "TrajectoryToolLimits",
     "WorkspacePathError",
     "make_code_tools",
+    "make_trajectory_tools",
 ]

@@ -9,6 +9,8 @@
   populations, a majority vote at the end (:mod:`pacore_graph.graphs.rsa`).
 - ``deepconf:N`` / ``deepconf-online:N``: DeepConf offline and online
   (:mod:`pacore_graph.graphs.deepconf`); both ask the server for logprobs.
+- ``aggagent:N``: N samples, then an aggregator agent that lists, reads and
+  searches them with tools before it answers (:mod:`pacore_graph.graphs.aggagent`).
 
 Every method is a graph from :mod:`pacore_graph.graphs` over the same client
 and records, so effective TTC is counted the same way for all of them.
@@ -29,6 +31,7 @@ from typing import Any
 from pacore_graph.control.limits import SequenceLimiter
 from pacore_graph.graph.compaction import Compactor
 from pacore_graph.graph.compactor_registry import CompactorRegistry
+from pacore_graph.graphs.aggagent_method import build_aggagent_graph
 from pacore_graph.graphs.deepconf import (
     DEFAULT_KEEP,
     DEFAULT_SHARE,
@@ -103,6 +106,8 @@ def build_method_graph(
         return build_deepconf_graph(client, spec.k, config=config, **common)
     if spec.family == "deepconf-online":
         return build_deepconf_online_graph(client, spec.k, config=config, **common)
+    if spec.family == "aggagent":
+        return build_aggagent_graph(client, spec.k, config=config, **common)
     raise ValueError(f"unknown method family {spec.family!r}")  # pragma: no cover
 
 

@@ -47,6 +47,12 @@ class Completion:
     model: str | None = None
     seed: int | None = None
     """The seed of the request this sample came from (shared by an ``n``-sample request)."""
+    tool_calls: tuple[Mapping[str, Any], ...] = ()
+    """The tool calls the model made, as the server sent them (OpenAI's ``tool_calls``)."""
+
+    def __post_init__(self) -> None:
+        if type(self.tool_calls) is not tuple:  # a checkpoint round trip gives a list
+            object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -170,6 +176,13 @@ class PaCoReResult:
     Effective test-time compute (TTC) is the paper's measure: the sum of all
     trajectories' completion tokens over all rounds, failed calls included
     when the server reported tokens for them.
+
+    ``conversation`` is the problem as the run read it (OpenAI-style dicts,
+    the last user message the question): every prompt of the run is rebuilt
+    from it and the rounds, so a result alone is enough to make training
+    episodes (:func:`pacore_graph.rl.episodes_from_results`). It is left out
+    of :meth:`to_dict`: a results file keeps it once, as the line's
+    ``messages``.
     """
 
     answer: str
@@ -181,6 +194,7 @@ class PaCoReResult:
     model: str | None = None
     preset: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+    conversation: tuple[Mapping[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         # A checkpoint round trip (msgpack) turns tuples into lists; keep them tuples.
@@ -188,6 +202,8 @@ class PaCoReResult:
             object.__setattr__(self, "rounds", tuple(tuple(r) for r in self.rounds))
         if type(self.schedule) is not tuple:
             object.__setattr__(self, "schedule", tuple(self.schedule))
+        if type(self.conversation) is not tuple:
+            object.__setattr__(self, "conversation", tuple(self.conversation))
 
     @property
     def final(self) -> Trajectory:
@@ -241,7 +257,10 @@ class PaCoReResult:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> PaCoReResult:
-        """Rebuild a result from :meth:`to_dict` output (e.g. a results.jsonl line)."""
+        """Rebuild a result from :meth:`to_dict` output (e.g. a results.jsonl line).
+
+        A ``conversation`` key, when the data has one, is read too.
+        """
         rounds: Sequence[Sequence[Mapping[str, Any]]] = data["rounds"]
         return cls(
             answer=data.get("answer", ""),
@@ -253,4 +272,5 @@ class PaCoReResult:
             model=data.get("model"),
             preset=data.get("preset"),
             extra=data.get("extra", {}),
+            conversation=tuple(data.get("conversation") or ()),
         )

@@ -93,7 +93,9 @@ def parse_chat_choices(
 ) -> list[SampleOutcome]:
     """One outcome per choice of a chat.completion JSON object.
 
-    A choice whose ``content`` is null (and that made no tool call) is a
+    A choice's tool calls are kept as the server sent them
+    (``Completion.tool_calls``), for a tool loop over this client. A choice
+    whose ``content`` is null (and that made no tool call) is a
     failed sample with its cause, not an empty success: a reasoning model cut
     by ``max_tokens`` while still thinking answers like that. An answer of
     the wrong shape (see :mod:`pacore_graph.llm.reply_checks`; ``n`` is how many
@@ -134,7 +136,7 @@ def parse_chat_choices(
         weights = [len(c or "") + len(r or "") for _, c, r, _, _ in parsed]
         shares, estimated = apportion(total_completion, weights), True
     out: list[SampleOutcome] = []
-    for (choice, content, reasoning, finish, _), share in zip(parsed, shares, strict=True):
+    for (choice, content, reasoning, finish, calls), share in zip(parsed, shares, strict=True):
         if content is None:
             out.append(no_content(finish, reasoning))
             continue
@@ -152,9 +154,20 @@ def parse_chat_choices(
                 logprobs=logprobs if isinstance(logprobs, Mapping) else None,
                 token_ids=tuple(token_ids) if isinstance(token_ids, list) else None,
                 model=answer_model,
+                tool_calls=_tool_calls(calls, f"choice {choice.get('index')}"),
             )
         )
     return out
+
+
+def _tool_calls(calls: list[Any] | None, where: str) -> tuple[Mapping[str, Any], ...]:
+    """A choice's tool calls as sent, each checked to be an object (their arguments are text)."""
+    if not calls:
+        return ()
+    for i, call in enumerate(calls):
+        if not isinstance(call, Mapping):
+            raise malformed(f"{where}.message.tool_calls[{i}] is not an object")
+    return tuple(calls)
 
 
 def parse_chat_response(

@@ -10,9 +10,15 @@ OpenAI-compatible server) the way this project needs it:
 - the API key from ``PACORE_API_KEY`` / ``OPENAI_API_KEY``;
 - the server's reasoning kept. ``langchain-openai`` (checked on 1.7.3) drops
   vLLM's ``reasoning`` / ``reasoning_content`` fields; :class:`ReasoningChatOpenAI`
-  puts them into ``additional_kwargs["reasoning_content"]``.
+  puts them into ``additional_kwargs["reasoning_content"]``, in whole answers and in
+  streamed deltas alike.
 
 :class:`LangChainChatClient` lets any LangChain chat model drive the explorers.
+Its :meth:`~LangChainChatClient.stream` makes it a
+:class:`~pacore_graph.graph.streaming.StreamingChatClient`, as the direct client
+is: the final answer's tokens reach a graph streamed with
+``stream_mode="messages"`` (through the explorer's ``TokenStream``, under the
+answer's message id), not only the finished answer.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from typing import Any
 import openai
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, convert_to_messages
-from langchain_core.outputs import ChatResult
+from langchain_core.outputs import ChatGenerationChunk, ChatResult
 from langchain_openai import ChatOpenAI
 
 from pacore_graph.errors import (
@@ -40,8 +46,9 @@ from pacore_graph.errors import (
 )
 from pacore_graph.graph.records import Completion
 from pacore_graph.llm.call_deadline import CallDeadline
-from pacore_graph.llm.chat_reply import apportion
+from pacore_graph.llm.chat_reply import apportion, no_content
 from pacore_graph.llm.credentials import resolve_api_key
+from pacore_graph.llm.protocols import DeltaCallback
 from pacore_graph.llm.reply_checks import indexed_choices, malformed, token_count
 from pacore_graph.llm.reply_limits import reply_cap, too_large
 from pacore_graph.llm.sampling import (
@@ -94,14 +101,24 @@ class ReasoningChatOpenAI(ChatOpenAI):
                     break
         return result
 
-
-#: The branch of the error tree a LangChain failure of each ``kind`` becomes.
-_BRANCHES: dict[str, type[ModelCallError]] = {
-    "timeout": UpstreamTimeoutError,
-    "transport": UpstreamTransportError,
-    "status": UpstreamStatusError,
-    "malformed": MalformedReplyError,
-}
+    def _convert_chunk_to_generation_chunk(
+        self,
+        chunk: dict[str, Any],
+        default_chunk_class: type,
+        base_generation_info: dict[str, Any] | None,
+    ) -> ChatGenerationChunk | None:
+        """A streamed delta, its reasoning kept (LangChain drops it there too)."""
+        gen = super()._convert_chunk_to_generation_chunk(
+            chunk, default_chunk_class, base_generation_info
+        )
+        choices = chunk.get("choices") or []
+        delta = choices[0].get("delta") if choices and isinstance(choices[0], Mapping) else None
+        if gen is not None and isinstance(delta, Mapping):
+            for key in REASONING_FIELDS:
+                if isinstance(delta.get(key), str) and delta[key]:
+                    gen.message.additional_kwargs["reasoning_content"] = delta[key]
+                    break
+        return gen
 
 
 class _ReplyTooLarge(Exception):
@@ -169,6 +186,31 @@ def _too_large_in(exc: BaseException) -> ModelCallError | None:
             return seen.error
         seen = seen.__cause__ or seen.__context__
     return None
+
+
+def _call_error(exc: BaseException) -> ModelCallError:
+    """A LangChain/SDK failure as the branch of the error tree it belongs to.
+
+    The SDK already retried; the branch decides whether a smaller request is
+    worth trying (see :mod:`pacore_graph.llm.sampling`).
+    """
+    capped = _too_large_in(exc)
+    if capped is not None:
+        return capped
+    text = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+    if isinstance(exc, openai.APITimeoutError):
+        return UpstreamTimeoutError(text, retryable=True)
+    if isinstance(exc, openai.APIConnectionError):
+        return UpstreamTransportError(text, retryable=True, server_wide=True)
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int):
+        return UpstreamStatusError(
+            text,
+            status=status,
+            retryable=retryable_status(status),
+            server_wide=status in (429, 503),
+        )
+    return MalformedReplyError(text)  # the SDK could not make sense of the answer
 
 
 def make_chat_model(
@@ -276,6 +318,82 @@ class LangChainChatClient(PerSampleClient):
 
         return await self._sampler.sample(request, n, seed)
 
+    async def stream(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        params: SamplingParams,
+        seed: int | None = None,
+        on_delta: DeltaCallback,
+    ) -> Completion:
+        """One sample streamed, ``on_delta`` called as tokens arrive (as the direct client's).
+
+        The chat model's own ``astream`` runs with no callbacks: the graph's
+        token listener hears the deltas once, through ``on_delta`` (the
+        explorer's :class:`~pacore_graph.graph.streaming.TokenStream`, under the
+        answer's message id), never a second time from LangChain's own events.
+        The SDK retries the request before anything streamed; the call's
+        deadline bounds it all, as in :meth:`complete_each`.
+        """
+        kwargs: dict[str, Any] = {"temperature": params.temperature, "top_p": params.top_p}
+        if params.max_tokens is not None:
+            kwargs["max_tokens"] = params.max_tokens
+        if seed is not None:
+            kwargs["seed"] = seed
+        if isinstance(self.chat_model, ChatOpenAI):
+            kwargs["stream_usage"] = True  # usage arrives in the last chunk
+        convo = list(messages)
+        check_encodable(convo)
+        lc_messages = convert_to_messages([dict(m) for m in convo])
+        attempts = getattr(self.chat_model, "max_retries", None)
+        attempts = attempts + 1 if isinstance(attempts, int) and attempts >= 0 else 1
+        deadline = CallDeadline.start(params.timeout * attempts)
+        started = time.perf_counter()
+        content: list[str] = []
+        reasoning: list[str] = []
+        finish: str | None = None
+        usage: Mapping[str, Any] = {}
+        try:
+            async with asyncio.timeout(deadline.remaining()):
+                stream = self.chat_model.astream(lc_messages, {"callbacks": []}, **kwargs)
+                async for chunk in stream:
+                    thought = chunk.additional_kwargs.get("reasoning_content")
+                    if isinstance(thought, str) and thought:
+                        reasoning.append(thought)
+                        await on_delta("reasoning", thought)
+                    text = chunk.text
+                    if text:
+                        content.append(text)
+                        await on_delta("content", text)
+                    finish = (chunk.response_metadata or {}).get("finish_reason") or finish
+                    chunk_usage = getattr(chunk, "usage_metadata", None)
+                    if chunk_usage:
+                        usage = chunk_usage
+        except TimeoutError:
+            raise deadline.expire() from None
+        except ModelCallError:
+            raise
+        except Exception as exc:
+            error = _call_error(exc)
+            raise error from (None if error is _too_large_in(exc) else exc)
+        if not content:
+            # The streamed form of ``content: null``: a failure with its cause, not "".
+            raise no_content(finish, "".join(reasoning), streamed=True)
+        # A model that sends no usage while streaming: one token per delta, an estimate.
+        counted = usage.get("output_tokens") is not None
+        return Completion(
+            content="".join(content),
+            reasoning="".join(reasoning) or None,
+            finish_reason=finish,
+            prompt_tokens=token_count(usage, "input_tokens"),
+            completion_tokens=(
+                token_count(usage, "output_tokens") if counted else len(content) + len(reasoning)
+            ),
+            latency_s=time.perf_counter() - started,
+            tokens_estimated=not counted,
+            model=self.model,
+        )
+
     async def _generate(
         self, messages: list[Mapping[str, Any]], n: int, kwargs: dict[str, Any]
     ) -> list[SampleOutcome]:
@@ -290,31 +408,8 @@ class LangChainChatClient(PerSampleClient):
         except ModelCallError:
             raise
         except Exception as exc:
-            capped = _too_large_in(exc)
-            if capped is not None:
-                raise capped from None
-            # The SDK already retried; the kind of error decides whether a smaller
-            # request is worth trying (see pacore_graph.llm.sampling).
-            status = getattr(exc, "status_code", None)
-            status = status if isinstance(status, int) else None
-            timed_out = isinstance(exc, openai.APITimeoutError)
-            transient = timed_out or isinstance(exc, openai.APIConnectionError)
-            kind = (
-                "timeout"
-                if timed_out
-                else "transport"
-                if transient
-                else "status"
-                if status is not None
-                else "malformed"  # the SDK could not make sense of the answer
-            )
-            raise _BRANCHES[kind](
-                f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}",
-                status=status,
-                retryable=transient or (status is not None and retryable_status(status)),
-                server_wide=status in (429, 503) or (transient and not timed_out),
-                kind=kind,
-            ) from exc
+            error = _call_error(exc)
+            raise error from (None if error is _too_large_in(exc) else exc)
         latency = time.perf_counter() - started
         generations = result.generations[0]
         for gen in generations:

@@ -6,7 +6,8 @@ reward the verified score of its compacted message. This package turns runs
 into that data and trains on it:
 
 - :mod:`~pacore_graph.rl.episodes`: the frozen, versioned :class:`Episode`
-  record, rebuilt from ``pacore run`` / ``pacore eval`` result lines;
+  record, rebuilt from ``pacore run`` / ``pacore eval`` result lines, or
+  from the results a graph returned (:func:`episodes_from_results`);
 - :mod:`~pacore_graph.rl.export`: ``pacore export-episodes`` (JSONL, Parquet,
   or a ``datasets`` folder);
 - :mod:`~pacore_graph.rl.pool`: cached message pools, from PaCoRe-Train
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
         Episode,
         ResultRun,
         SkippedLine,
+        episodes_from_results,
         episodes_from_run,
         read_result_runs,
         rebuild_prompts,
@@ -110,6 +112,7 @@ __all__ = [
     "completion_trajectory",
     "decode_ground_truth",
     "encode_ground_truth",
+    "episodes_from_results",
     "episodes_from_run",
     "export_command",
     "export_episodes",
@@ -172,6 +175,7 @@ _LAZY = {
     "Episode": "episodes",
     "ResultRun": "episodes",
     "SkippedLine": "episodes",
+    "episodes_from_results": "episodes",
     "episodes_from_run": "episodes",
     "read_result_runs": "episodes",
     "rebuild_prompts": "episodes",

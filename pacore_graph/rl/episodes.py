@@ -21,13 +21,17 @@ Failed trajectories (``error`` set, no message) are not episodes: nothing was
 generated. Both result shapes are read: ``pacore run --input`` lines (the
 result's fields at the top level) and ``pacore eval`` lines (under
 ``result``); lines that carry an error are skipped and reported.
+
+A user's own graph needs no results file: :func:`episodes_from_results` takes
+the :class:`PaCoReResult` objects (or whole outputs) the graph returned and
+makes the same episodes through the same :func:`episodes_from_run`.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -43,6 +47,7 @@ from pacore_graph.graph.answers import problem_text
 from pacore_graph.graph.nodes import normalize_conversation
 from pacore_graph.graph.prompts import SYNTHESIS_TEMPLATE, synthesis_messages
 from pacore_graph.graph.records import PaCoReResult, Trajectory, trajectory_id
+from pacore_graph.graph.streaming import answer_message_id
 from pacore_graph.runs.jsonl import BadLine
 from pacore_graph.runs.results_file import ResultLine, read_results
 
@@ -52,6 +57,7 @@ __all__ = [
     "ResultRun",
     "SkippedLine",
     "chat_message",
+    "episodes_from_results",
     "episodes_from_run",
     "iter_result_runs",
     "read_result_runs",
@@ -403,4 +409,88 @@ def episodes_from_run(
                     logprob_tokens=tokens,
                 )
             )
+    return episodes
+
+
+def _answer_position(messages: Sequence[Any], answer_id: str) -> int:
+    """Where the run's answer message sits in an output's messages (their end if absent)."""
+    for i, message in enumerate(messages):
+        mid = message.get("id") if isinstance(message, Mapping) else getattr(message, "id", None)
+        if mid == answer_id:
+            return i
+    return len(messages)
+
+
+def _result_run(
+    item: PaCoReResult | Mapping[str, Any],
+    position: int,
+    ground_truths: Mapping[str, Any] | None,
+) -> ResultRun:
+    """A run as a results line would give it, from a result or a graph's whole output."""
+    output: Mapping[str, Any] = {}
+    if isinstance(item, PaCoReResult):
+        result = item
+    elif isinstance(item, Mapping) and isinstance(item.get("result"), PaCoReResult):
+        output, result = item, item["result"]
+    else:
+        raise TypeError(
+            f"results[{position}] is {type(item).__name__}: give the PaCoReResult a PaCoRe "
+            "graph returned (out['result']) or its whole output"
+        )
+    extra = result.extra if isinstance(result.extra, Mapping) else {}
+    run_id = str(extra.get("run_id") or f"results[{position}]")
+    convo: Sequence[Any] = result.conversation
+    if not convo and output:
+        messages = list(output.get("messages") or ())
+        convo = messages[: _answer_position(messages, answer_message_id(run_id))]
+    if not convo:
+        raise ValueError(
+            f"results[{position}] (run {run_id}) carries no conversation, and its prompts are "
+            "rebuilt from it: give the graph's whole output (with its messages) instead"
+        )
+    problem_id = result.problem_id or run_id
+    sampling = extra.get("sampling")
+    return ResultRun(
+        line=position,
+        problem_id=problem_id,
+        run_id=run_id,
+        conversation=tuple(normalize_conversation(list(convo))),
+        result=result,
+        ground_truth=(ground_truths or {}).get(problem_id),
+        sampling=sampling if isinstance(sampling, Mapping) else None,
+    )
+
+
+def episodes_from_results(
+    results: Iterable[PaCoReResult | Mapping[str, Any]],
+    *,
+    ground_truths: Mapping[str, Any] | None = None,
+    grader: Grader | None = None,
+    template: str = SYNTHESIS_TEMPLATE,
+    sampling: Mapping[str, Any] | None = None,
+) -> list[Episode]:
+    """Training episodes from the results a PaCoRe graph returned, as ``pacore export-episodes``.
+
+    Each item is a :class:`PaCoReResult` (``out["result"]`` of
+    ``build_pacore_graph(...).ainvoke``) or the whole output ``out`` (its
+    ``messages`` before the answer are then the conversation, when the result
+    does not carry it). The episodes are those :func:`episodes_from_run` makes
+    from a results file holding the same runs: the same prompts, ids and
+    grades. ``ground_truths`` maps a run's ``problem_id`` (its input's, else
+    its run id) to the answer it is graded against; a run without one is
+    ungraded (``reward`` None). ``grader``, ``template`` and ``sampling`` are
+    :func:`episodes_from_run`'s. A run given twice is made into episodes
+    once, as an export does.
+
+    Raises TypeError for an item that is no result, ValueError for a result
+    with no conversation or one whose rounds reference missing messages.
+    """
+    episodes: list[Episode] = []
+    seen: set[str] = set()
+    for position, item in enumerate(results):
+        run = _result_run(item, position, ground_truths)
+        if run.run_id in seen:
+            continue
+        seen.add(run.run_id)
+        episodes.extend(episodes_from_run(run, grader=grader, template=template, sampling=sampling))
     return episodes

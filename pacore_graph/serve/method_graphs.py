@@ -71,12 +71,13 @@ class MethodGraphs:
 def progress_schedule(spec: MethodSpec) -> tuple[tuple[int, ...], bool]:
     """The rounds a served method's run has, and whether its last one synthesises the answer.
 
-    PaCoRe adds its K=1 synthesis round; RSA runs its T populations and
-    DeepConf and the majority vote their N traces, then vote (no extra call);
+    PaCoRe adds its K=1 synthesis round, and the aggregator agent its one
+    step; RSA runs its T populations and DeepConf and the majority vote their
+    N traces, then vote (no extra call);
     online DeepConf splits its N into the warm-up and the rest
     (:func:`~pacore_graph.graphs.deepconf.default_warmup`, as its graph does).
     """
-    if spec.family == "pacore":
+    if spec.family in ("pacore", "aggagent"):
         return (*spec.rounds, 1), True
     if spec.family == "deepconf-online":
         warmup = default_warmup(spec.k)

@@ -11,7 +11,7 @@ so a width means the same thing, is bounded by the same
 - *preset*: ``low`` | ``medium`` | ``high`` (:data:`PRESETS`);
 - *model name*: ``pacore-<preset>`` or ``pacore:<widths>``;
 - *method spec*: ``FAMILY[:ARGS]`` with the families of :data:`METHODS`
-  (``rsa:N,K,T``, ``deepconf:N``, ``deepconf-online:N`` among them);
+  (``rsa:N,K,T``, ``deepconf:N``, ``deepconf-online:N``, ``aggagent:N`` among them);
 - *served model name*: a PaCoRe model name, a method spec of a
   :data:`SERVED_FAMILIES` family, or such a family's bare name standing for
   its default spec (:data:`METHOD_DEFAULTS`: ``rsa`` = ``rsa:16,4,10``);
@@ -160,7 +160,7 @@ class MethodSpec:
     @property
     def expected_trajectories(self) -> int:
         """Model calls per problem (for planning a run's size)."""
-        if self.family == "pacore":
+        if self.family in ("pacore", "aggagent"):  # the agent's step is one trajectory
             return sum(self.rounds) + 1
         if self.family == "refine":
             return self.k + 1
@@ -222,6 +222,12 @@ def _deepconf_online(spec: str, arg: str) -> MethodSpec:
     return MethodSpec(text=spec, family="deepconf-online", rounds=(n,), k=n)
 
 
+def _aggagent(spec: str, arg: str) -> MethodSpec:
+    """``aggagent:N``: N explorers, then an aggregator agent reads them with tools."""
+    n = _count(arg, "N", spec)
+    return MethodSpec(text=spec, family="aggagent", rounds=(n,), k=n)
+
+
 #: Method families and their parsers (``FAMILY[:ARGS]``), in the order help lists them.
 METHODS = {
     "pacore": (_pacore, "pacore:low|medium|high|8+2"),
@@ -231,6 +237,7 @@ METHODS = {
     "rsa": (_rsa, "rsa:N,K,T"),
     "deepconf": (_deepconf, "deepconf:N"),
     "deepconf-online": (_deepconf_online, "deepconf-online:N"),
+    "aggagent": (_aggagent, "aggagent:N"),
 }
 
 
@@ -265,12 +272,13 @@ def parse_methods(text: str) -> list[MethodSpec]:
 
 #: Bare names of the other served methods and the spec each stands for: RSA's
 #: public defaults (population 16, 4 candidates read, 10 populations), and
-#: 16 traces for DeepConf and the majority vote.
+#: 16 traces for DeepConf, the majority vote and the aggregator agent.
 METHOD_DEFAULTS: dict[str, str] = {
     "rsa": "rsa:16,4,10",
     "deepconf": "deepconf:16",
     "deepconf-online": "deepconf-online:16",
     "majority": "majority:16",
+    "aggagent": "aggagent:16",
 }
 
 #: Method families a server runs by model name (``single`` and ``refine`` are
@@ -311,8 +319,8 @@ def parse_served_model(name: str) -> MethodSpec:
     PaCoRe names read exactly as :func:`parse_model_name` (the spec's ``text``
     is the name); a bare method name is its :data:`METHOD_DEFAULTS` spec (whose
     ``text`` is that spec, so ``rsa`` and ``rsa:16,4,10`` are one method);
-    ``rsa:N,K,T``, ``deepconf:N``, ``deepconf-online:N`` and ``majority:N`` are
-    read as method specs, with their bounds.
+    ``rsa:N,K,T``, ``deepconf:N``, ``deepconf-online:N``, ``majority:N`` and
+    ``aggagent:N`` are read as method specs, with their bounds.
     """
     if name in METHOD_DEFAULTS:
         return parse_method(METHOD_DEFAULTS[name])

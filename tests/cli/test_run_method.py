@@ -18,7 +18,7 @@ import pytest
 from cli_support import run_argv
 
 from pacore_graph.cli import main
-from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
+from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer, ScriptedToolCall
 
 RSA_START = "You are given a math problem and several candidate solutions."
 
@@ -56,6 +56,43 @@ def test_run_method_deepconf_asks_for_logprobs(server: ScriptedServer, capsys: A
     assert code == 0 and json.loads(out)["extra"]["aggregator"] == "deepconf"
     (body,) = [r.body for r in server.requests]
     assert body["logprobs"] is True and body["top_logprobs"] == 20 and body["n"] == 4
+
+
+def listing_agent(req: ScriptedRequest) -> ScriptedReply:
+    """Explorers as ``reply``; the aggregator agent lists the trajectories, then answers."""
+    if req.params.get("tools") and not any(m.get("role") == "tool" for m in req.messages):
+        return ScriptedReply(content="", tool_calls=(ScriptedToolCall("list_trajectories", {}),))
+    if req.params.get("tools"):
+        return ScriptedReply(content="Checked them all: \\boxed{41}", reasoning="read the list")
+    return reply(req)
+
+
+def test_run_method_aggagent_runs_its_explorers_then_the_agent(capsys: Any, tmp_path: Path) -> None:
+    with ScriptedServer(listing_agent).run_in_thread() as srv:
+        code, out, _ = run(["--method", "aggagent:3", "--json"], srv, capsys)
+        assert code == 0
+        data = json.loads(out)
+        assert data["schedule"] == [3, 1] and data["extra"]["aggregator"] == "aggagent"
+        assert data["answer"] == "Checked them all: \\boxed{41}"
+        (final,) = data["rounds"][1]
+        assert [c["name"] for c in final["tool_calls"]] == ["list_trajectories"]
+        bodies = [r.body for r in srv.requests]
+        assert bodies[0]["n"] == 3 and "tools" not in bodies[0]
+        assert [bool(b.get("tools")) for b in bodies[1:]] == [True, True]
+        # A dataset, with the default SQLite checkpoints beside the output.
+        data_file, results = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+        rows = [
+            {"id": f"p{i}", "messages": [{"role": "user", "content": f"Q{i}?"}]} for i in (1, 2)
+        ]
+        data_file.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+        argv = ["run", "--input", str(data_file), "--output", str(results)]
+        argv += ["--method", "aggagent:2", "--no-progress"]
+        argv += ["--base-url", srv.base_url, "--model", "scripted"]
+        assert main(argv) == 0, capsys.readouterr().err
+    lines = [json.loads(line) for line in results.read_text(encoding="utf-8").splitlines()]
+    assert sorted(line["id"] for line in lines) == ["p1", "p2"]
+    assert all(line["answer"] == "Checked them all: \\boxed{41}" for line in lines)
+    assert all(line["schedule"] == [2, 1] for line in lines)
 
 
 @pytest.mark.parametrize(

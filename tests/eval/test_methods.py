@@ -40,6 +40,13 @@ def test_the_new_families_parse_with_their_shapes() -> None:
     online = parse_method("deepconf-online:16")
     assert (online.family, online.k, online.expected_trajectories) == ("deepconf-online", 16, 16)
     assert parse_method("deepconf:8").family == "deepconf"
+    agent = parse_method("aggagent:8")
+    assert (agent.family, agent.rounds, agent.k, agent.expected_trajectories) == (
+        "aggagent",
+        (8,),
+        8,
+        9,
+    )
     texts = [
         s.text
         for s in parse_methods("single,majority:16,rsa:16,4,3,deepconf-online:16,pacore:medium")

@@ -9,7 +9,7 @@ dropped, renamed or left a list fails here rather than in a resumed run.
 from __future__ import annotations
 
 import json
-from dataclasses import fields
+from dataclasses import fields, replace
 from typing import Any
 
 import pytest
@@ -167,3 +167,14 @@ def test_result_without_a_schedule_takes_the_round_widths() -> None:
     data = result.to_dict()
     del data["schedule"]
     assert PaCoReResult.from_dict(data).schedule == tuple(len(r) for r in result.rounds)
+
+
+def test_a_result_keeps_its_conversation_apart_from_its_json() -> None:
+    """The conversation rebuilds the prompts; a results line holds it once, as ``messages``."""
+    talk = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "6 x 7?"}]
+    result = replace(two_round_result(), conversation=talk)  # type: ignore[arg-type]
+    assert result.conversation == tuple(talk)  # a list (a checkpoint's) becomes a tuple
+    data = result.to_dict()
+    assert "conversation" not in data
+    assert PaCoReResult.from_dict(data).conversation == ()
+    assert PaCoReResult.from_dict({**data, "conversation": talk}).conversation == tuple(talk)

@@ -14,6 +14,9 @@ import random
 
 import pytest
 
+from pacore_graph.errors import MalformedReplyError
+from pacore_graph.graph.records import Completion
+from pacore_graph.llm.chat_reply import parse_chat_choices
 from pacore_graph.llm.client import apportion
 
 
@@ -49,3 +52,21 @@ def test_fewer_tokens_than_samples_are_still_exact() -> None:
     assert sum(apportion(1, [3, 4])) == 1
     assert apportion(0, [1, 2]) == [0, 0]
     assert apportion(5, []) == []
+
+
+def test_a_choice_keeps_its_tool_calls_as_sent() -> None:
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    data = {
+        "choices": [
+            {"index": 0, "message": {"content": None, "tool_calls": [call]}},
+            {"index": 1, "message": {"content": "plain"}},
+        ],
+        "usage": {"completion_tokens": 4},
+    }
+    tooled, plain = parse_chat_choices(data, latency_s=0.0)
+    assert isinstance(tooled, Completion) and isinstance(plain, Completion)
+    assert tooled.tool_calls == (call,) and tooled.content == ""
+    assert plain.tool_calls == ()
+    bad = {"choices": [{"index": 0, "message": {"content": None, "tool_calls": ["f()"]}}]}
+    with pytest.raises(MalformedReplyError, match=r"tool_calls\[0\] is not an object"):
+        parse_chat_choices(bad, latency_s=0.0)

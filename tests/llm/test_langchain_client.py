@@ -8,20 +8,23 @@ clients share is tested once for each in ``test_client.py``.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hostile_support import HUGE, SMALL, ask, errors
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import AIMessageChunk, HumanMessage
 from langchain_openai import ChatOpenAI
 from llm_support import PARAMS, closed_port, graded, langchain, one_choice_server, user
 
-from pacore_graph.errors import ModelCallError
+from pacore_graph import PaCoReConfig, build_pacore_graph
+from pacore_graph.errors import ModelCallError, NoContentError, UpstreamTransportError
 from pacore_graph.llm.langchain_client import (
     LangChainChatClient,
     ReasoningChatOpenAI,
     make_chat_model,
 )
 from pacore_graph.settings.config import RetryPolicy
-from pacore_graph.testing import ScriptedServer
+from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
 from pacore_graph.testing.hostile_upstream import HostileServer
 
 
@@ -80,7 +83,7 @@ async def test_langchain_unreachable_server_raises_model_call_error() -> None:
             await client.complete(user("anyone?"), params=PARAMS)
     # With the aiohttp transport the SDK reports a refused connection as
     # "OpenAITimeoutError: Request timed out." (httpx-aiohttp's mapping).
-    assert info.value.status is None
+    assert isinstance(info.value, UpstreamTransportError)  # a timeout is one too
 
 
 async def test_langchain_client_tops_up_when_server_ignores_n() -> None:
@@ -134,3 +137,90 @@ async def test_the_langchain_client_reads_bounded_and_refuses_malformed_answers(
     assert {e.kind for e in failures} == {kind}, [str(e) for e in failures]
     assert all("\n" not in str(e) for e in failures)
     assert completed == 0
+
+
+def numbered(req: ScriptedRequest) -> ScriptedReply:
+    """Many words by input (the final prompt carries references), so many deltas."""
+    final = "Reference" in req.last_user
+    words = " ".join(f"t{k}" for k in range(14))
+    return ScriptedReply(
+        content=f"{'final' if final else 'draft'} {req.seed}: {words}",
+        reasoning=f"weigh {req.seed} {words[:11]}",
+    )
+
+
+async def test_a_langchain_client_streams_the_answer_tokens_in_messages_mode() -> None:
+    """``stream_mode="messages"`` gets the final answer token by token, as from the direct client.
+
+    Before ``LangChainChatClient.stream`` the graph saw no streaming client and
+    made the final call as one JSON request: no chunk reached the stream.
+    """
+    async with ScriptedServer(numbered, stream_words_per_chunk=2) as srv:
+        chat = make_chat_model(srv.base_url, "scripted", api_key="x")
+        client = LangChainChatClient(chat)
+        graph = build_pacore_graph(client, config=PaCoReConfig(rounds=[2]), tracing=False)
+        chunks: list[AIMessageChunk] = []
+        final: dict[str, Any] = {}
+        try:
+            async for mode, data in graph.astream(
+                {"messages": [{"role": "user", "content": "Q?"}]},
+                stream_mode=["messages", "values"],
+            ):
+                if mode == "messages":
+                    message, _meta = data
+                    chunks.append(message)
+                else:
+                    final = data
+        finally:
+            await client.aclose()
+        streamed = [r.body for r in srv.requests if r.body.get("stream")]
+    result = final["result"]
+    assert len(chunks) > 5  # token by token, not one message at the end
+    assert all(isinstance(c, AIMessageChunk) for c in chunks)
+    joined = "".join(str(c.content) for c in chunks)
+    assert joined == result.final.content == final["answer"]
+    assert joined.startswith("final ")
+    # In order, each delta once: ChatOpenAI's own events do not reach the stream.
+    assert joined.split(": ", 1)[1] == " ".join(f"t{k}" for k in range(14))
+    assert {c.id for c in chunks} == {final["messages"][-1].id}
+    reasoning = "".join(c.additional_kwargs.get("reasoning_content", "") for c in chunks)
+    assert reasoning == result.final.reasoning and reasoning.startswith("weigh ")
+    # Only the final call streamed, with its usage asked for and recorded.
+    assert len(streamed) == 1 and streamed[0]["stream_options"] == {"include_usage": True}
+    assert result.final.completion_tokens == len(f"{reasoning} {joined}".split())
+    assert not result.final.tokens_estimated
+
+
+async def test_a_streamed_langchain_call_fails_as_a_model_call_error() -> None:
+    async with ScriptedServer(graded, fail_when=lambda req: 400) as srv:
+        client = LangChainChatClient(make_chat_model(srv.base_url, "scripted", api_key="x"))
+        seen: list[tuple[str, str]] = []
+
+        async def on_delta(kind: str, text: str) -> None:
+            seen.append((kind, text))
+
+        try:
+            with pytest.raises(ModelCallError) as info:
+                await client.stream(user("bad"), params=PARAMS, on_delta=on_delta)
+        finally:
+            await client.aclose()
+    assert info.value.status == 400 and seen == []
+
+
+async def test_a_streamed_answer_with_no_content_is_a_failure_with_its_cause() -> None:
+    def thinks_only(req: ScriptedRequest) -> ScriptedReply:
+        return ScriptedReply(content="", reasoning="a long thought " * 4)
+
+    async with ScriptedServer(thinks_only) as srv:
+        client = LangChainChatClient(make_chat_model(srv.base_url, "scripted", api_key="x"))
+        seen: list[tuple[str, str]] = []
+
+        async def on_delta(kind: str, text: str) -> None:
+            seen.append((kind, text))
+
+        try:
+            with pytest.raises(NoContentError, match="streamed none"):
+                await client.stream(user("q"), params=PARAMS, on_delta=on_delta)
+        finally:
+            await client.aclose()
+    assert seen and {kind for kind, _ in seen} == {"reasoning"}

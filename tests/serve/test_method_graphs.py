@@ -67,6 +67,8 @@ def test_the_size_is_a_positive_integer(size: object) -> None:
         ("majority:5", (5,), False),
         ("deepconf-online:4", (default_warmup(4), 4 - default_warmup(4)), False),
         ("deepconf-online:64", (16, 48), False),  # the public code's warm-up of 16
+        ("aggagent:6", (6, 1), True),  # N explorers, then the agent writes the answer
+        ("aggagent", (16, 1), True),
     ],
 )
 def test_progress_schedule(name: str, schedule: tuple[int, ...], synthesis: bool) -> None:

@@ -259,6 +259,38 @@ def test_streaming_a_method_with_the_sdk(
     assert len({c.id for c in chunks}) == 1 and {c.model for c in chunks} == {model}
 
 
+# --------------------------------------------------------------------------- aggagent
+
+
+def test_aggagent_is_served_by_name_streamed_or_not(
+    served: RunningServe, upstream: CountingUpstream
+) -> None:
+    """N explorers, then the agent (here it answers at once: this upstream calls no tool)."""
+    plain = ask(served, "aggagent:3", temperature=0.4)
+    assert plain.model == "aggagent:3"
+    # The agent's call is the run's final step, seeded as PaCoRe's final round would be.
+    assert plain.choices[0].message.content == "So the answer is \\boxed{5}."
+    bodies = [r.body for r in upstream.requests]
+    assert [(b.get("n"), bool(b.get("tools"))) for b in bodies] == [(3, False), (None, True)]
+    assert {b["temperature"] for b in bodies} == {0.4}
+    usage = plain.usage
+    assert usage is not None and usage.completion_tokens == 4 * TOKENS
+    assert [r["width"] for r in (usage.model_extra or {})["rounds"]] == [3, 1]
+    chunks = list(ask(served, "aggagent:3", stream=True, stream_options={"include_usage": True}))
+    reasoning = "".join(
+        (c.choices[0].delta.model_extra or {}).get("reasoning_content") or ""
+        for c in chunks
+        if c.choices
+    )
+    content = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert content == plain.choices[0].message.content
+    assert "Round 1/2: 3 parallel explorers." in reasoning
+    assert "Round 2/2: synthesising the answer." in reasoning
+    assert reasoning.count("explorer ") == 3
+    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 4 * TOKENS
+    assert "aggagent" in [m.id for m in sdk(served).models.list()]
+
+
 # --------------------------------------------------------------------------- refusals
 
 

@@ -123,6 +123,7 @@ def test_pacore_names_serve_as_before(name: str) -> None:
         ("deepconf:8", "deepconf", (8,), 8, 8),
         ("deepconf-online:4", "deepconf-online", (4,), 4, 4),
         ("majority:3", "majority", (3,), 3, 3),
+        ("aggagent:4", "aggagent", (4,), 4, 5),  # the agent's step is one more trajectory
     ],
 )
 def test_method_names_are_method_specs(
@@ -146,6 +147,7 @@ def test_a_bare_method_name_is_its_default_spec() -> None:
         assert spec.text == default  # so both names share one compiled graph
     assert METHOD_DEFAULTS["deepconf"] == "deepconf:16"
     assert METHOD_DEFAULTS["deepconf-online"] == "deepconf-online:16"
+    assert METHOD_DEFAULTS["aggagent"] == "aggagent:16"
 
 
 def test_the_listing_shows_each_default_beside_its_bare_name() -> None:
@@ -171,6 +173,8 @@ def test_the_listing_shows_each_default_beside_its_bare_name() -> None:
         ("deepconf:", "positive integer"),
         ("deepconf-online:1", "at least 2"),
         ("majority:x", "positive integer"),
+        ("aggagent:0", f"[1, {MAX_ROUND_WIDTH}]"),
+        ("aggagent:", "positive integer"),
         ("pacore:0", "round widths"),
     ],
 )
@@ -191,6 +195,8 @@ def test_bad_served_names_are_refused_naming_the_forms(bad: str, says: str) -> N
         ("rsa:0,1,1", True),  # refused by the server, never relayed
         ("deepconf-online:x", True),
         ("majority", True),
+        ("aggagent", True),
+        ("aggagent:x", True),
         ("pacore:x", True),
         ("pacore", False),
         ("single", False),

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import statistics
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -91,6 +92,61 @@ def test_rsa_aggregation_follows_the_share_of_right_candidates() -> None:
     assert {ask(oracle, none, seed) for seed in range(10)} == {"So the answer is \\boxed{149}."}
 
 
+def agent_request(seed: int, *tool_results: str) -> ScriptedRequest:
+    """An aggregator agent's call: the overview, its tools, the results it got so far."""
+    overview = f"Problem:\n{QUESTION}\n\n16 independent attempts at this problem ..."
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You aggregate."},
+        {"role": "user", "content": overview},
+    ]
+    for k, result in enumerate(tool_results):
+        messages.append({"role": "assistant", "content": "", "tool_calls": []})
+        messages.append({"role": "tool", "tool_call_id": f"c{k}", "content": result})
+    tools = [{"type": "function", "function": {"name": "list_trajectories"}}]
+    return ScriptedRequest(
+        messages=messages,
+        last_user=overview,
+        sample_index=0,
+        model="scripted",
+        params={"seed": seed, "tools": tools},
+    )
+
+
+def listing(*answers: str) -> str:
+    rows = [
+        json.dumps({"index": i, "chars": 400 + i, "answer": a, "failed": False})
+        for i, a in enumerate(answers)
+    ]
+    return "\n".join(["N trajectories, 0 failed. Answers: ...", *rows])
+
+
+def test_the_aggregator_agent_lists_reads_the_two_commonest_then_answers() -> None:
+    oracle = MethodOracle()
+    first = oracle(agent_request(1))
+    assert [c.name for c in first.tool_calls] == ["list_trajectories"]
+    listed = listing("149", "148", "149", "150", "148", "149")
+    second = oracle(agent_request(1, listed))
+    assert [(c.name, c.arguments) for c in second.tool_calls] == [
+        ("read_trajectory", {"index": 0, "start": 100}),  # 149, three votes
+        ("read_trajectory", {"index": 1, "start": 101}),  # 148, two
+    ]
+    # Having read the truth, it is right at the stated rate; not having read it, never.
+    read_truth = ("... \\boxed{149}.", "... \\boxed{148}.")
+    answers = [oracle(agent_request(s, listed, *read_truth)).content for s in SEEDS]
+    share = statistics.fmean("\\boxed{148}" in a for a in answers)
+    assert abs(share - 0.85) < 0.06
+    assert {a for a in answers if "148" not in a} == {"So the answer is \\boxed{149}."}
+    without = listing("149", "150", "149")
+    read_wrong = ("... \\boxed{149}.", "... \\boxed{150}.")
+    assert {oracle(agent_request(s, without, *read_wrong)).content for s in range(20)} == {
+        "So the answer is \\boxed{149}."
+    }
+    # Nothing listed (every attempt failed): a first-round sample, as the rule says.
+    failed = '{"index": 0, "failed": true, "error": "x"}'
+    lone = [oracle(agent_request(s, failed)).content for s in SEEDS]
+    assert 0.15 < statistics.fmean("\\boxed{148}" in a for a in lone) < 0.55
+
+
 def test_wrong_samples_falter_more_often_than_right_ones() -> None:
     oracle = MethodOracle()
     lows: dict[bool, list[float]] = {True: [], False: []}
@@ -115,7 +171,7 @@ async def test_the_comparison_ranks_the_methods_as_the_rules_imply(tmp_path: Pat
     records, errors = read_dataset(data)
     assert not errors
     methods = parse_methods(
-        "single,majority:16,rsa:16,4,3,deepconf:16,deepconf-online:16,pacore:medium"
+        "single,majority:16,rsa:16,4,3,deepconf:16,deepconf-online:16,aggagent:16,pacore:medium"
     )
     out = tmp_path / "eval"
     async with ScriptedServer(MethodOracle()) as srv:
@@ -129,6 +185,7 @@ async def test_the_comparison_ranks_the_methods_as_the_rules_imply(tmp_path: Pat
     acc = {name: stats["accuracy"] for name, stats in report.items()}
     ttc = {name: stats["mean_ttc"] for name, stats in report.items()}
     assert acc["single"] < acc["majority:16"] < acc["rsa:16,4,3"] < acc["pacore:medium"]
+    assert acc["majority:16"] < acc["aggagent:16"] < acc["pacore:medium"]
     assert acc["deepconf:16"] > acc["majority:16"]
     assert acc["deepconf-online:16"] > acc["majority:16"]
     assert ttc["deepconf-online:16"] < ttc["majority:16"]
