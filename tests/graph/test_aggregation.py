@@ -309,9 +309,23 @@ class Recorded:
             self.ended.append((time.monotonic(), outcome))
 
 
+def slow_extract(text: str) -> str | None:
+    """The vote's extraction plus 4 ms of pure-Python CPU (holding the GIL as parsing does).
+
+    A warm math-verify parses a short answer in about a millisecond, so 120
+    fresh words alone can vote in 0.15 s: too quick to tell a stalled loop
+    from a free one. The burn makes every vote of the test last at least
+    0.48 s, on any machine and whatever ran before it in the process.
+    """
+    until = time.perf_counter() + 0.004
+    while time.perf_counter() < until:
+        pass
+    return extract_final_answer(text)
+
+
 async def test_a_vote_off_the_loop_runs_in_a_thread_and_leaves_the_loop_free() -> None:
     rounds = [word_round(fresh_words(120, 1))]
-    vote = Recorded(MajorityVote())
+    vote = Recorded(MajorityVote(extract=slow_extract))
     done = asyncio.Event()
     lag = asyncio.ensure_future(loop_lag(done))
     started = time.monotonic()

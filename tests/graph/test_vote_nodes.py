@@ -2,11 +2,11 @@
 
 Over real HTTP: a scripted server answers each sample with a different word
 (by the question and the sample index), so the vote parses every answer with
-math-verify: a vote of seconds. The majority graph (its nodes are
-:class:`VoteNodes`) runs it in a worker thread while a ticker task measures
-how long the loop goes unanswered; the same run with PaCoRe's own nodes
-(``build_pacore_graph(aggregator=...)``, the vote on the loop) records the
-same verdict.
+math-verify (and burns a few ms per answer, so it is long on any machine).
+The majority graph (its nodes are :class:`VoteNodes`) runs it in a worker
+thread while a ticker task measures how long the loop goes unanswered; the
+same run with PaCoRe's own nodes (``build_pacore_graph(aggregator=...)``, the
+vote on the loop) records the same verdict.
 """
 
 from __future__ import annotations
@@ -21,7 +21,12 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from pacore_graph.graph.aggregation import Aggregator, MajorityVote, Verdict
+from pacore_graph.graph.aggregation import (
+    Aggregator,
+    MajorityVote,
+    Verdict,
+    extract_final_answer,
+)
 from pacore_graph.graph.builder import ainvoke_pacore, build_pacore_graph
 from pacore_graph.graph.records import Trajectory
 from pacore_graph.graph.state import PaCoReState
@@ -48,6 +53,19 @@ def word_for(request: ScriptedRequest) -> ScriptedReply:
     return ScriptedReply(content=f"So the answer is \\boxed{{\\text{{{word}}}}}.")
 
 
+def slow_extract(text: str) -> str | None:
+    """The vote's extraction plus 4 ms of pure-Python CPU (holding the GIL as parsing does).
+
+    A warm math-verify parses each word in about a millisecond: K of them
+    alone can vote in 0.15 s, too quick to tell a stalled loop from a free
+    one. With the burn the vote lasts at least K x 4 ms on any machine.
+    """
+    until = time.perf_counter() + 0.004
+    while time.perf_counter() < until:
+        pass
+    return extract_final_answer(text)
+
+
 def question() -> str:
     """A question no earlier run of this process asked (its answers are not cached yet)."""
     return f"Which word comes first? ({time.time_ns()})"
@@ -70,7 +88,7 @@ async def test_the_vote_runs_off_the_loop_and_records_what_the_loop_would() -> N
             done = asyncio.Event()
             lag = asyncio.ensure_future(loop_lag(done))
             started = time.monotonic()
-            graph = build_majority_graph(client, K, config=config(K))
+            graph = build_majority_graph(client, K, config=config(K), extract=slow_extract)
             result = await ainvoke_pacore(graph, problem)
             took = time.monotonic() - started
             done.set()
@@ -79,7 +97,7 @@ async def test_the_vote_runs_off_the_loop_and_records_what_the_loop_would() -> N
                 build_pacore_graph(
                     client,
                     config=config(K),
-                    aggregator=MajorityVote(),
+                    aggregator=MajorityVote(extract=slow_extract),
                     name="majority",
                 ),
                 problem,
