@@ -73,7 +73,6 @@ from pacore_graph.control.limits import SequenceLimiter
 from pacore_graph.errors import ModelCallError, PaCoReError, UpstreamTransportError
 from pacore_graph.graph.aggregation import Verdict, extract_final_answer
 from pacore_graph.graph.answers import answers_equivalent
-from pacore_graph.graph.builder import build_pacore_graph
 from pacore_graph.graph.compaction import Compactor
 from pacore_graph.graph.compactor_registry import CompactorRegistry
 from pacore_graph.graph.explorer import ChatExplorer, ExploreGroup, ExploreTask, failed_trajectory
@@ -82,6 +81,7 @@ from pacore_graph.graph.records import Completion, Trajectory
 from pacore_graph.graph.seeds import explorer_seed
 from pacore_graph.graph.state import PaCoReState
 from pacore_graph.graph.streaming import progress_writer, round_started
+from pacore_graph.graph.vote_nodes import VoteNodes
 from pacore_graph.graphs.method_graph import compile_method_graph, method_parts
 from pacore_graph.llm.choice_stream import STOPPED
 from pacore_graph.llm.protocols import ChatClient, SampleStreamingClient
@@ -366,7 +366,7 @@ class DeepConfState(PaCoReState, total=False):
 
 
 @dataclass(slots=True, kw_only=True)
-class DeepConfOnlineNodes(PaCoReNodes):
+class DeepConfOnlineNodes(VoteNodes):
     """PaCoRe's nodes with online DeepConf's rounds: a warm-up, then stopped traces."""
 
     keep: float = DEFAULT_KEEP
@@ -449,9 +449,14 @@ def build_deepconf_graph(
     window: int | None = None,
     top_logprobs: int = DEFAULT_TOP_LOGPROBS,
     extract: Callable[[str], str | None] = extract_final_answer,
-    **kwargs: Any,
+    compactor: Compactor | str = "conclusion",
+    limiter: SequenceLimiter | None = None,
+    tracing: TraceOptions | bool | None = None,
+    checkpointer: Any = None,
+    compactors: CompactorRegistry | Mapping[str, Compactor] | None = None,
+    limits: RequestLimits | None = None,
 ) -> Any:
-    """Offline DeepConf over ``n`` traces (``deepconf:N``); ``kwargs`` as for the builder.
+    """Offline DeepConf over ``n`` traces (``deepconf:N``); the vote runs off the event loop.
 
     ``share`` and ``window`` left ``None`` are the config's (``deepconf_keep``,
     ``deepconf_window``: ``--deepconf-keep`` and ``--deepconf-window``), else
@@ -465,7 +470,25 @@ def build_deepconf_graph(
         extract=extract,
     )
     cfg = _with_logprobs(base.with_settings({"rounds": [n]}), top_logprobs)
-    return build_pacore_graph(client, config=cfg, aggregator=vote, name="deepconf", **kwargs)
+    parts = method_parts(
+        client,
+        cfg,
+        compactor=compactor,
+        limiter=limiter,
+        tracing=tracing,
+        compactors=compactors,
+        limits=limits,
+    )
+    nodes = VoteNodes(
+        **parts.node_kwargs(), explorer=parts.explorer, aggregator=vote, name="deepconf"
+    )
+    return compile_method_graph(
+        nodes,
+        PaCoReState,
+        name="deepconf",
+        checkpointer=checkpointer,
+        compactor=compactor if isinstance(compactor, str) else None,
+    )
 
 
 def build_deepconf_online_graph(

@@ -6,7 +6,9 @@ chat explorer and its ``n``-batcher, the tracer, the compactor) and wires
 baselines need no more than its ``aggregator``; RSA and online DeepConf need
 different *rounds* (one prompt per candidate; a confidence bar set by the
 warm-up), so they subclass the nodes and override ``round_node`` and
-``fan_out``. Everything else -- prepare, explore (spans, round gates,
+``fan_out``. The methods that end in a vote build on
+:class:`~pacore_graph.graph.vote_nodes.VoteNodes`, which runs the vote off
+the event loop. Everything else -- prepare, explore (spans, round gates,
 progress events), compact, route, finalize (the record) -- is PaCoRe's own,
 so the records, spans, checkpoints, stream events and effective TTC are the
 same.
@@ -128,12 +130,15 @@ def compile_method_graph(
     name: str,
     checkpointer: Any = None,
     extra_types: Iterable[type] = (),
+    compactor: str | None = None,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """PaCoRe's topology over ``nodes``: prepare, round, explore x K, compact, ..., finalize.
 
     ``state_schema`` extends :class:`~pacore_graph.graph.state.PaCoReState` with
     the method's own keys; ``extra_types`` are the method's ``Send`` payloads,
-    registered with the checkpointer's serializer beside PaCoRe's.
+    registered with the checkpointer's serializer beside PaCoRe's;
+    ``compactor`` is the compactor's name the context schema shows as its
+    default (as the builder's).
     """
     return compile_topology(
         nodes,
@@ -141,4 +146,5 @@ def compile_method_graph(
         name=name,
         checkpointer=checkpointer,
         extra_types=extra_types,
+        compactor=compactor,
     )

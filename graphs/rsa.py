@@ -63,6 +63,7 @@ from pacore_graph.graph.prompts import last_user_index
 from pacore_graph.graph.seeds import explorer_seed
 from pacore_graph.graph.state import PaCoReState
 from pacore_graph.graph.streaming import progress_writer, round_started
+from pacore_graph.graph.vote_nodes import VoteNodes
 from pacore_graph.graphs.method_graph import compile_method_graph, method_parts
 from pacore_graph.llm.protocols import ChatClient
 from pacore_graph.otel.spans import TraceOptions
@@ -194,7 +195,7 @@ def _aggregation_messages(
 
 
 @dataclass(slots=True, kw_only=True)
-class RSANodes(PaCoReNodes):
+class RSANodes(VoteNodes):
     """PaCoRe's nodes with RSA's rounds: one prompt per candidate, from K random candidates."""
 
     k: int
