@@ -68,19 +68,16 @@ _BASE_LAUNCHER = (
 #: costs before a byte is encoded or written (LangGraph's per-step work for a thread
 #: with checkpoints, the journal's keys for a journaled one).
 _FLOOR_LAUNCHER = (
-    "import sys; import pacore_graph.runs.checkpoint as ck\n"
-    "def _nothing(base):\n"
-    "    cls = ck._GROUP_COMMIT(base)\n"
-    "    class Nothing(cls):\n"
-    "        async def aput(self, config, checkpoint, metadata, new_versions):\n"
-    "            conf = config['configurable']\n"
-    "            return {'configurable': {'thread_id': conf['thread_id'],\n"
-    "                'checkpoint_ns': conf['checkpoint_ns'], 'checkpoint_id': checkpoint['id']}}\n"
-    "        async def aput_writes(self, *args, **kwargs): return None\n"
-    "        async def adelete_thread(self, thread_id): return None\n"
-    "        async def journal_record(self, thread, key, trajectories): return None\n"
-    "    return Nothing\n"
-    "ck._GROUP_COMMIT = ck._group_commit_saver; ck._group_commit_saver = _nothing\n"
+    "import sys; import pacore_graph.runs.sqlite_store as store\n"
+    "class Nothing(store.GroupCommitSqliteSaver):\n"
+    "    async def aput(self, config, checkpoint, metadata, new_versions):\n"
+    "        conf = config['configurable']\n"
+    "        return {'configurable': {'thread_id': conf['thread_id'],\n"
+    "            'checkpoint_ns': conf['checkpoint_ns'], 'checkpoint_id': checkpoint['id']}}\n"
+    "    async def aput_writes(self, *args, **kwargs): return None\n"
+    "    async def adelete_thread(self, thread_id): return None\n"
+    "    async def journal_record(self, thread, key, trajectories): return None\n"
+    "store.GroupCommitSqliteSaver = Nothing\n"
     "sys.argv[0] = 'pacore'; from pacore_graph.cli import main; sys.exit(main())"
 )
 

@@ -112,7 +112,7 @@ DEFAULT_SHARE = 0.1
 DEFAULT_KEEP = 0.9
 
 
-class ConfidenceUnavailableError(PaCoReError, ValueError):
+class ConfidenceUnavailableError(PaCoReError):
     """The server returned no token log-probabilities, so confidence cannot be judged."""
 
 

@@ -1,37 +1,48 @@
 """The exceptions a user can act on, in one place.
 
-Every error class of the package derives from :class:`PaCoReError`
-(``tests/test_pacore_graph_errors.py`` walks the modules to hold that), so ``except
-PaCoReError`` catches everything pacore-graph raises on purpose. A class that
-callers also catch as a builtin (``ValueError``, ``OSError``) keeps that as a
-second base.
+Every error class of the package derives from :class:`PaCoReError`, a plain
+``Exception`` (``tests/test_pacore_graph_errors.py`` walks the modules to
+hold that), so ``except PaCoReError`` catches everything pacore-graph raises
+on purpose. A builtin second base is kept only where callers catch the class
+as that builtin: :class:`~pacore_graph.rl.RLDependencyError` is an
+``ImportError`` (how a missing optional dependency is caught) and
+:class:`~pacore_graph.settings.per_run.SettingsError` a ``ValueError`` (what
+LangGraph's API server passes on to its client).
 
 A failed model call is a small tree, modelled on httpx's exceptions: callers
 catch the branch they can handle (a status they can back off on, a transport
 failure, a reply with no content) and ``except ModelCallError`` still catches
-them all::
+them all. Each class is one ``kind`` (a low-cardinality cause for metrics,
+span ``error.type`` and client-facing messages: :data:`ERROR_KINDS`) and
+carries only the fields that apply to it (besides ``attempts`` and
+``upstream``, set on copies; ``retryable`` and ``server_wide`` are ``False``
+for a class that does not take them)::
 
-    ModelCallError
-    ├── UpstreamStatusError        a non-success HTTP status (status, retry_after)
-    ├── UpstreamTransportError     the connection failed or was cut
-    │   └── UpstreamTimeoutError   an attempt or the whole call ran out of time
-    ├── NoContentError             a choice came back with ``content: null``
-    ├── MalformedReplyError        the reply was not of the protocol's shape
-    └── ResponseTooLargeError      the reply exceeded what the request could need
+    ModelCallError                 kind "other" (a client's own failure)
+    ├── UpstreamStatusError        "status": status, retry_after, retryable, server_wide
+    ├── UpstreamTransportError     "transport": retryable, server_wide
+    │   └── UpstreamTimeoutError   "timeout"
+    ├── UpstreamStreamError        "stream_error": an error event mid-stream; retryable
+    ├── NoContentError             "no_content": a choice with ``content: null``
+    ├── MalformedReplyError        "malformed": not of the protocol's shape
+    ├── ResponseTooLargeError      "response_too_large"
+    └── InvalidPromptError         "invalid_prompt": our prompt, never sent
 
-Errors are immutable once built: a retry loop that wants to say how many
-attempts were made, or a multi-endpoint client that wants to name the replica,
-builds a copy (:meth:`ModelCallError.with_attempts`,
-:meth:`~ModelCallError.with_upstream`, :meth:`~ModelCallError.as_final`)
-instead of patching an error that other samples may share.
+Model-call errors are immutable once built: several samples share one error
+object (a failed ``n``-sample request), so a retry loop that wants to say
+how many attempts were made, or a multi-endpoint client that names the
+replica, builds a copy (:meth:`ModelCallError.replace`,
+:meth:`~ModelCallError.with_attempts`, :meth:`~ModelCallError.as_final`)
+instead of patching an error that other samples hold.
 """
 
 from __future__ import annotations
 
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 __all__ = [
     "ERROR_KINDS",
+    "InvalidPromptError",
     "MalformedReplyError",
     "ModelCallError",
     "NoContentError",
@@ -39,147 +50,95 @@ __all__ = [
     "ResponseTooLargeError",
     "RoundFailedError",
     "UpstreamStatusError",
+    "UpstreamStreamError",
     "UpstreamTimeoutError",
     "UpstreamTransportError",
 ]
 
 
-class PaCoReError(RuntimeError):
-    """Base class of pacore-graph's own errors."""
+def _rebuild(cls: type[BaseException], args: tuple[Any, ...], state: dict[str, Any]) -> Any:
+    """An instance of ``cls`` with ``args`` and attributes ``state``, its ``__init__`` not run."""
+    new = cls.__new__(cls, *args)
+    vars(new).update(state)
+    return new
 
 
-#: The fields of a :class:`ModelCallError`, in constructor order.
-_FIELDS = ("status", "retryable", "attempts", "retry_after", "server_wide", "kind", "upstream")
+class PaCoReError(Exception):
+    """Base class of pacore-graph's own errors.
 
+    Pickles (for Ray, multiprocessing) as its arguments and attributes: the
+    default calls the constructor with the message alone, which fails for
+    any error whose constructor takes more.
+    """
 
-def _rebuild(cls: type[ModelCallError], message: str, fields: dict[str, Any]) -> ModelCallError:
-    """Unpickle a :class:`ModelCallError` (its ``__setattr__`` refuses the default way)."""
-    return cls._build(message, fields)
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (type(self), self.args, dict(vars(self))))
 
 
 class ModelCallError(PaCoReError):
     """A chat call failed for good (after retries, or with a non-retryable answer).
 
-    ``status`` is the HTTP status when there was one; ``retryable`` says whether
-    the failure was of a kind that retries are for (429, 5xx, connection, timeout);
-    ``retry_after`` is the wait in seconds the server asked for (``Retry-After``).
-    ``server_wide`` marks failures of the server as a whole (unreachable,
-    429/503 overload): asking again in smaller requests would only add load.
-
     The message is for the operator (it may name the upstream URL and quote a
     little of its body). What may leave the process, to a client of ``pacore
-    serve``, is :meth:`public_message`: built from ``kind`` (a low-cardinality
-    cause, see :data:`ERROR_KINDS`), ``status`` and ``upstream`` (the replica's
-    index behind a multi-endpoint client) only, never from upstream text.
-
-    The attributes are read-only: see the module docstring for why and for
-    the ``with_*`` copies that replace patching.
+    serve``, is :meth:`public_message`: built from the class (its ``kind``),
+    the status and ``upstream`` only, never from upstream text.
     """
 
-    #: The ``kind`` a class stands for when the constructor is not told one.
-    default_kind = "other"
+    kind: ClassVar[str] = "other"
+    """The low-cardinality cause this class stands for (a key of :data:`ERROR_KINDS`)."""
+    kind_text: ClassVar[str] = "error"
+    """How :meth:`public_message` words the cause."""
 
-    _fields: dict[str, Any]
+    retryable: bool = False
+    """Whether retries are for this failure (429, 5xx, connection, timeout)."""
+    server_wide: bool = False
+    """The server as a whole failed (down, overloaded): smaller requests would not help."""
+    attempts: int
+    """How many attempts the call made before giving up with this error."""
+    upstream: int | None
+    """The replica's index behind a multi-endpoint client, if any."""
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        status: int | None = None,
-        retryable: bool = False,
-        attempts: int = 1,
-        retry_after: float | None = None,
-        server_wide: bool = False,
-        kind: str | None = None,
-        upstream: int | None = None,
-    ) -> None:
-        if kind is None:
-            kind = "status" if status is not None else type(self).default_kind
+    def __init__(self, message: str) -> None:
         super().__init__(message)
-        object.__setattr__(
-            self,
-            "_fields",
-            {
-                "status": status,
-                "retryable": retryable,
-                "attempts": attempts,
-                "retry_after": retry_after,
-                "server_wide": server_wide,
-                "kind": kind,
-                "upstream": upstream,
-            },
-        )
+        self._set(attempts=1, upstream=None)
 
-    @classmethod
-    def _build(cls, message: str, fields: dict[str, Any]) -> Self:
-        """An instance with exactly ``fields``, bypassing subclass constructors' defaults."""
-        new = cls.__new__(cls, message)
-        BaseException.__init__(new, message)
-        object.__setattr__(new, "_fields", dict(fields))
-        return new
+    def _set(self, **fields: Any) -> None:
+        vars(self).update(fields)
 
     def __setattr__(self, name: str, value: Any) -> None:
-        # Python itself sets dunders (__traceback__, __cause__, __notes__): let it.
-        if name.startswith("__") and name != "__dict__":
-            object.__setattr__(self, name, value)
-            return
-        raise AttributeError(
-            f"{type(self).__name__} is immutable: build a copy (with_attempts, with_upstream,"
-            f" as_final) instead of setting {name!r}"
-        )
+        self._may_change(name)
+        super().__setattr__(name, value)
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild, (type(self), self.message, dict(self._fields)))
+    def __delattr__(self, name: str) -> None:
+        self._may_change(name)
+        super().__delattr__(name)
+
+    def _may_change(self, name: str) -> None:
+        # Python itself sets dunders (__traceback__, __cause__, __notes__): let it.
+        if not name.startswith("__") or name == "__dict__":
+            raise AttributeError(
+                f"{type(self).__name__} is immutable: build a copy (replace, with_attempts,"
+                f" as_final) instead of changing {name!r}"
+            )
 
     @property
     def message(self) -> str:
         """The operator's message (may name the URL and quote upstream text)."""
         return str(self.args[0]) if self.args else self.kind
 
-    @property
-    def status(self) -> int | None:
-        """The HTTP status, when there was one."""
-        value: int | None = self._fields["status"]
-        return value
+    def replace(self, *, message: str | None = None, **changes: Any) -> Self:
+        """A copy with ``changes`` to its fields (and ``message``); the cause is kept.
 
-    @property
-    def retryable(self) -> bool:
-        """Whether retries are for this failure (429, 5xx, connection, timeout)."""
-        return bool(self._fields["retryable"])
-
-    @property
-    def attempts(self) -> int:
-        """How many attempts the call made before giving up with this error."""
-        return int(self._fields["attempts"])
-
-    @property
-    def retry_after(self) -> float | None:
-        """The wait in seconds the server asked for (``Retry-After``), if any."""
-        value: float | None = self._fields["retry_after"]
-        return value
-
-    @property
-    def server_wide(self) -> bool:
-        """The server as a whole failed (down, overloaded): smaller requests would not help."""
-        return bool(self._fields["server_wide"])
-
-    @property
-    def kind(self) -> str:
-        """A low-cardinality cause, one of :data:`ERROR_KINDS`."""
-        return str(self._fields["kind"])
-
-    @property
-    def upstream(self) -> int | None:
-        """The replica's index behind a multi-endpoint client, if any."""
-        value: int | None = self._fields["upstream"]
-        return value
-
-    def _replace(self, message: str | None = None, **changes: Any) -> Self:
-        """A copy with ``changes``; the copy keeps this error's cause and traceback."""
-        unknown = set(changes) - set(_FIELDS)
+        Only fields this error carries can change: a ``TypeError`` names any
+        other (a :class:`NoContentError` has no ``status``, and is never
+        retryable).
+        """
+        state = vars(self)
+        unknown = sorted(name for name in changes if name not in state or name.startswith("_"))
         if unknown:
-            raise TypeError(f"unknown ModelCallError fields: {sorted(unknown)}")
-        new = self._build(self.message if message is None else message, self._fields | changes)
+            raise TypeError(f"{type(self).__name__} has no field {', '.join(unknown)}")
+        text = self.message if message is None else message
+        new: Self = _rebuild(type(self), (text,), state | changes)
         new.__cause__ = self.__cause__
         new.__suppress_context__ = self.__suppress_context__
         return new
@@ -191,79 +150,130 @@ class ModelCallError(PaCoReError):
         such note already there, so a wrapper's fuller count is not doubled.
         """
         if gave_up is None:
-            return self._replace(attempts=attempts)
+            return self.replace(attempts=attempts)
         text = self.message
         mark = text.rfind(" (gave up after ")
         if mark >= 0 and text.endswith(")"):
             text = text[:mark]
-        return self._replace(f"{text} ({gave_up})", attempts=attempts)
-
-    def with_upstream(self, upstream: int) -> Self:
-        """A copy naming the replica (its index) that failed."""
-        return self._replace(upstream=upstream)
+        return self.replace(message=f"{text} ({gave_up})", attempts=attempts)
 
     def as_final(self, note: str) -> Self:
         """A copy nothing may retry or split any more, ``note`` appended once (a deadline)."""
         text = self.message
         if note not in text:
             text = f"{text} ({note})"
-        return self._replace(text, retryable=False, server_wide=False)
+        final = {name: False for name in ("retryable", "server_wide") if name in vars(self)}
+        return self.replace(message=text, **final)
 
     def public_message(self) -> str:
         """A one-line cause safe to send to a client: no URL, no upstream body."""
-        where = "the upstream" if self.upstream is None else f"upstream {self.upstream}"
-        if self.kind == "status" and self.status is not None:
-            return f"{where} answered HTTP {self.status}"
-        return f"{where} call failed: {ERROR_KINDS.get(self.kind, 'error')}"
+        return f"{self._where()} call failed: {self.kind_text}"
+
+    def _where(self) -> str:
+        return "the upstream" if self.upstream is None else f"upstream {self.upstream}"
 
 
 class UpstreamStatusError(ModelCallError):
     """The server answered a non-success HTTP status (``status``; maybe ``retry_after``)."""
 
-    default_kind = "status"
+    kind = "status"
+    kind_text = "non-success HTTP status"
+
+    status: int
+    """The HTTP status."""
+    retry_after: float | None
+    """The wait in seconds the server asked for (``Retry-After``), if any."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int,
+        retryable: bool = False,
+        retry_after: float | None = None,
+        server_wide: bool = False,
+    ) -> None:
+        super().__init__(message)
+        self._set(
+            status=status, retryable=retryable, retry_after=retry_after, server_wide=server_wide
+        )
+
+    def public_message(self) -> str:
+        return f"{self._where()} answered HTTP {self.status}"
 
 
 class UpstreamTransportError(ModelCallError):
     """The connection failed, was refused or was cut before the reply was whole."""
 
-    default_kind = "transport"
+    kind = "transport"
+    kind_text = "connection failed"
+
+    def __init__(self, message: str, *, retryable: bool = False, server_wide: bool = False) -> None:
+        super().__init__(message)
+        self._set(retryable=retryable, server_wide=server_wide)
 
 
 class UpstreamTimeoutError(UpstreamTransportError):
     """An attempt, or the whole call (its deadline), ran out of time."""
 
-    default_kind = "timeout"
+    kind = "timeout"
+    kind_text = "timed out"
+
+
+class UpstreamStreamError(ModelCallError):
+    """The server sent an error event after the stream began, with no HTTP status.
+
+    (vLLM's ``{"error": {...}}`` when generation fails mid-way; one that names a
+    status is an :class:`UpstreamStatusError`.)
+    """
+
+    kind = "stream_error"
+    kind_text = "server reported an error mid-stream"
+
+    def __init__(self, message: str, *, retryable: bool = False) -> None:
+        super().__init__(message)
+        self._set(retryable=retryable)
 
 
 class NoContentError(ModelCallError):
     """A choice came back with no content (e.g. a reasoning model cut while thinking)."""
 
-    default_kind = "no_content"
+    kind = "no_content"
+    kind_text = "reply had no content"
 
 
 class MalformedReplyError(ModelCallError):
     """The reply was not of the protocol's shape (not JSON, wrong types, stray choices)."""
 
-    default_kind = "malformed"
+    kind = "malformed"
+    kind_text = "malformed reply"
 
 
 class ResponseTooLargeError(ModelCallError):
     """The reply exceeded the most the request could need: read no further."""
 
-    default_kind = "response_too_large"
+    kind = "response_too_large"
+    kind_text = "response too large"
 
 
-#: The causes a :class:`ModelCallError` names in ``kind`` (low-cardinality, for
-#: metrics, span ``error.type`` and client-facing messages), with their wording.
-ERROR_KINDS: dict[str, str] = {
-    "status": "non-success HTTP status",
-    "transport": "connection failed",
-    "timeout": "timed out",
-    "no_content": "reply had no content",
-    "malformed": "malformed reply",
-    "response_too_large": "response too large",
-    "other": "error",
-}
+class InvalidPromptError(ModelCallError):
+    """The prompt cannot be sent (not valid Unicode text): our input, not the upstream's fault."""
+
+    kind = "invalid_prompt"
+    kind_text = "the prompt is not valid text"
+
+
+def _kinds(root: type[ModelCallError]) -> dict[str, str]:
+    found = {root.kind: root.kind_text}
+    for sub in root.__subclasses__():
+        found |= _kinds(sub)
+    return found
+
+
+#: The causes a :class:`ModelCallError` names in ``kind``, one per class of the
+#: tree above, with their wording (for metrics, span ``error.type`` and
+#: client-facing messages).
+ERROR_KINDS: dict[str, str] = _kinds(ModelCallError)
 
 
 class RoundFailedError(PaCoReError):

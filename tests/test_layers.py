@@ -94,6 +94,11 @@ LAYERS: tuple[tuple[str, tuple[str, ...], str], ...] = (
         "the message graph of a run, with its grades",
     ),
     ("rl", ("pacore_graph.rl",), "RL export and training: episodes from graded runs"),
+    (
+        "integrations",
+        ("pacore_graph.integrations",),
+        "other tools' plug-ins (Inspect AI's model provider): run the methods by name",
+    ),
     ("serve", ("pacore_graph.serve",), "the OpenAI-compatible server"),
     ("cli", ("pacore_graph.cli", "pacore_graph.__main__"), "the ``pacore`` command: everything"),
 )

@@ -94,3 +94,18 @@ def test_a_command_loads_only_its_own_module() -> None:
     others = {f"pacore_graph.cli.{name}" for name in ("eval", "swe", "serve", "rl", "data")}
     assert not loaded & others, loaded & others
     assert not loaded & {"pacore_graph.cli.graph", "pacore_graph.cli.model"}
+
+
+def test_the_integrations_packages_load_only_when_used() -> None:
+    """Inspect AI, verifiers and the anthropic SDK: each behind its extra, none loaded by
+    the server (which answers Anthropic's API itself), an eval or the RL layer."""
+    loaded = _loaded_after(
+        "import pacore_graph.serve.app, pacore_graph.eval.harness, pacore_graph.rl.recipe\n"
+        "import pacore_graph.integrations.method_runner\n"
+        "from pacore_graph.cli import main\n"
+        "try:\n"
+        "    main(['run', 'q', '--base-url', 'no-url', '--model', 'm'])\n"
+        "except SystemExit:\n"
+        "    pass"
+    )
+    assert not loaded & {"inspect_ai", "verifiers", "anthropic"}, loaded

@@ -51,6 +51,7 @@ MIRRORED: tuple[tuple[Path, Path], ...] = (
             "eval",
             "message_graph",
             "rl",
+            "integrations",
             "serve",
             "cli",
             "testing",

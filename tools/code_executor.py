@@ -52,7 +52,7 @@ _DEFAULT_MAX_READ_BYTES = 256 * 1024
 _DEFAULT_MAX_WRITE_BYTES = 16 * 1024 * 1024
 
 
-class WorkspacePathError(PaCoReError, ValueError):
+class WorkspacePathError(PaCoReError):
     """A file-tool path that would leave the workspace (``..``, absolute, symlink)."""
 
 
@@ -170,13 +170,13 @@ def make_code_tools(
     def read_file(path: str) -> str:
         try:
             return read_workspace_file(root, path, max_bytes=max_read_bytes)
-        except (OSError, ValueError) as exc:  # WorkspacePathError is a ValueError
+        except (OSError, ValueError, WorkspacePathError) as exc:  # ValueError: a NUL in the path
             return f"error: {exc}"
 
     def write_file(path: str, content: str) -> str:
         try:
             size = write_workspace_file(root, path, content, max_bytes=max_write_bytes)
-        except (OSError, ValueError) as exc:  # WorkspacePathError is a ValueError
+        except (OSError, ValueError, WorkspacePathError) as exc:  # ValueError: NUL, bad text
             return f"error: {exc}"
         return f"wrote {size} bytes to {path}"
 

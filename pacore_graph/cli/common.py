@@ -39,6 +39,9 @@ __all__ = [
 ]
 
 
+#: Seconds between the lines saying the embedded model is still starting.
+_STARTING_HEARTBEAT = 5.0
+
 #: Exit statuses (documented in the package docstring, ``--help`` and the README).
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -223,13 +226,28 @@ async def _endpoint(args: argparse.Namespace) -> AsyncIterator[_Endpoint]:
         _check_base_urls(args.base_url)
         yield _Endpoint(list(args.base_url), args.model)
         return
+    import asyncio
+
     from pacore_graph.embedded import model_endpoint
 
     print(
         "starting the embedded model server (SmolLM2-135M-Instruct, llama.cpp)...", file=sys.stderr
     )
     started = time.perf_counter()
-    async with model_endpoint(None, None) as (base_url, model):
+
+    async def still_starting() -> None:
+        # 2-3 s on a quiet machine, 9 s and more on a loaded one: not a silent wait.
+        while True:
+            await asyncio.sleep(_STARTING_HEARTBEAT)
+            waited = time.perf_counter() - started
+            print(f"  still starting the embedded model, {waited:.0f} s", file=sys.stderr)
+
+    async with contextlib.AsyncExitStack() as stack:
+        ticker = asyncio.create_task(still_starting())
+        try:
+            base_url, model = await stack.enter_async_context(model_endpoint(None, None))
+        finally:
+            ticker.cancel()
         print(
             f"embedded server ready in {time.perf_counter() - started:.1f}s at {base_url}",
             file=sys.stderr,
@@ -239,7 +257,12 @@ async def _endpoint(args: argparse.Namespace) -> AsyncIterator[_Endpoint]:
 
 @contextlib.contextmanager
 def _tracing(args: argparse.Namespace) -> Iterator[TraceOptions]:
-    """Trace options for the run; flushes and shuts the exporter down at the end."""
+    """Trace options for the run; flushes and shuts the exporter down at the end.
+
+    A collector that cannot be reached costs one warning line and no wait at
+    exit (:mod:`pacore_graph.otel.export_failures`), not seconds of retries.
+    """
+    from pacore_graph.otel.export_failures import trace_destinations, tracing_session
     from pacore_graph.otel.exporters import TracingConfigError, configure_tracing, exporter_kinds
     from pacore_graph.otel.spans import TraceOptions
 
@@ -253,10 +276,8 @@ def _tracing(args: argparse.Namespace) -> Iterator[TraceOptions]:
     if provider is None:
         yield TraceOptions(capture_content=capture)
         return
-    try:
+    with tracing_session(provider, trace_destinations(kinds), sys.stderr.write):
         yield TraceOptions(tracer_provider=provider, capture_content=capture)
-    finally:
-        provider.shutdown()
 
 
 def _client(args: argparse.Namespace, endpoint: _Endpoint, config: PaCoReConfig) -> ChatClient:

@@ -1,4 +1,9 @@
-"""``pacore graph``: draw one run's message-passing graph from a results file."""
+"""``pacore graph``: draw one run's message-passing graph from a results file.
+
+A run that is not in the file (an unknown ``--id``, a ``--method`` it was not
+run with, a run that failed) is bad input like a missing file: exit 2 with
+one ``pacore: error:`` line naming what the file holds, and nothing drawn.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +15,7 @@ __all__ = ["_graph"]
 
 
 def _graph(args: argparse.Namespace) -> int:
-    from pacore_graph.message_graph import graph_command
+    from pacore_graph.message_graph import ResultLookupError, graph_command
 
     grader = None
     if args.grader:
@@ -31,7 +36,7 @@ def _graph(args: argparse.Namespace) -> int:
             graphml_out=args.graphml,
             grader=grader,
         )
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, ResultLookupError) as exc:
         raise UsageError(str(exc)) from None
     print(f"wrote {path}")
     return 0

@@ -5,6 +5,12 @@
 ``--base-url``): SmolLM2-135M-Instruct with the ``n`` samples of a request
 and all concurrent requests decoded together, for any OpenAI client. With a
 folder it serves that Hugging Face model with ``transformers``.
+
+Neither server checks an API key, so a ``--host`` off loopback is refused
+(exit 2) unless ``--allow-no-auth`` says so, and then a warning is printed:
+anyone who can reach the port uses the model (issue 31 found it bound the
+network silently). A keyed endpoint is ``pacore serve --upstream`` with
+``--api-key`` in front: it relays the model's own name.
 """
 
 from __future__ import annotations
@@ -54,6 +60,26 @@ def _serve_embedded(host: str, port: int, name: str | None) -> int:
     return 0
 
 
+def _check_host(host: str, allow_no_auth: bool) -> None:
+    """Refuse a ``--host`` off loopback without ``--allow-no-auth``; warn with it."""
+    from pacore_graph.embedded.server import is_loopback
+
+    if is_loopback(host):
+        return
+    if not allow_no_auth:
+        raise UsageError(
+            f"--host {host} is reachable from other machines and pacore model serve checks no "
+            "API key: give --allow-no-auth to serve it open, or keep it on 127.0.0.1 and put "
+            "pacore serve --upstream ... --api-key KEY in front"
+        )
+    print(
+        f"pacore model serve: WARNING: serving on {host} WITHOUT AUTHENTICATION "
+        "(--allow-no-auth): anyone who can reach this port can use the model",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
 def _model(args: argparse.Namespace) -> int:
     """model install / serve / export: bad input and a missing extra exit 2."""
     try:
@@ -66,6 +92,7 @@ def _model(args: argparse.Namespace) -> int:
 
             model_export_command(args.out, gguf=args.gguf, dtype=args.dtype)
             return 0
+        _check_host(args.host, args.allow_no_auth)
         if args.model_dir is None:
             return _serve_embedded(args.host, args.port, args.name)
         from pacore_graph.rl.model_server import serve_command

@@ -376,8 +376,19 @@ def _model_args(model: argparse.ArgumentParser) -> None:
         help="a Hugging Face model folder (default: the embedded SmolLM2-135M, "
         "K samples decoded together)",
     )
-    mserve.add_argument("--host", default="127.0.0.1")
+    mserve.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default: 127.0.0.1); the server checks no API key, so "
+        "one not on loopback needs --allow-no-auth",
+    )
     mserve.add_argument("--port", type=int, default=8000)
+    mserve.add_argument(
+        "--allow-no-auth",
+        action="store_true",
+        help="serve on a non-loopback --host anyway (anyone who can reach it uses the model); "
+        "a warning is printed. For a key, put pacore serve --upstream ... --api-key in front",
+    )
     mserve.add_argument("--name", help="model name reported to clients (default: folder name)")
 
 

@@ -30,6 +30,8 @@ def _reporters(value: str) -> str | list[str]:
 
 def _rl(args: argparse.Namespace) -> int:
     """export-episodes, trainset and train: bad input and a missing [rl] extra exit 2."""
+    from pacore_graph.rl.processes import LaunchError
+
     try:
         if args.command == "export-episodes":
             from pacore_graph.rl.export import export_command
@@ -76,6 +78,6 @@ def _rl(args: argparse.Namespace) -> int:
                 scale_rewards=args.scale_rewards,
                 gradient_checkpointing=True if args.gradient_checkpointing else None,
             )
-    except (FileNotFoundError, ValueError, ImportError) as exc:
+    except (FileNotFoundError, ValueError, ImportError, LaunchError) as exc:
         raise UsageError(str(exc)) from None
     return 0

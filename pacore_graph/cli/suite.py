@@ -63,6 +63,7 @@ def _suite_datasets(items: list[str]) -> dict[str, str]:
 
 async def run_suite(args: argparse.Namespace, category_graders: dict[str, Any]) -> int:
     """Run ``args.suite`` and print ``table1.md``; usage errors before any model call."""
+    from pacore_graph.eval.benchmarks.base import DatasetError
     from pacore_graph.eval.harness import RESULTS
     from pacore_graph.eval.judge import JudgeGrader
     from pacore_graph.eval.table1 import run_table1
@@ -100,7 +101,7 @@ async def run_suite(args: argparse.Namespace, category_graders: dict[str, Any]) 
                     progress=not args.no_progress,
                     compactor=compactor,
                 )
-            except ValueError as exc:
+            except (ValueError, DatasetError) as exc:
                 raise UsageError(str(exc)) from None
             finally:
                 aclose = getattr(client, "aclose", None)

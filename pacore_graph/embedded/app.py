@@ -11,6 +11,14 @@ its sequences at the engine's next step. Token log-probabilities, when
 asked, come from the engine as ids and numbers and are written here in
 OpenAI's ``logprobs.content`` format (:mod:`pacore_graph.embedded.token_logprobs`),
 whole in the JSON answer and per delta in the stream.
+
+Nothing a request asks for runs long on the event loop (issue 31: one
+request froze ``/health`` and every other client for 47-100 s). The body is
+capped in bytes (:func:`max_body_bytes`: what the context could hold, every
+character JSON-escaped; 413 beyond), and everything between the bytes and
+the engine -- JSON decoding, validation, the chat template, the length
+bounds and the tokenizer (:mod:`pacore_graph.embedded.prompt`) -- runs in a
+worker thread; llama.cpp's tokenizer releases the GIL.
 """
 
 from __future__ import annotations
@@ -34,16 +42,28 @@ from pacore_graph.embedded.engine import (
     RequestTooLarge,
     SamplingSpec,
 )
+from pacore_graph.embedded.prompt import PromptTokenizer
 from pacore_graph.embedded.protocol import ChatRequest, RequestError, parse_request
 from pacore_graph.embedded.token_logprobs import TokenPieces, content_entries
 
-__all__ = ["EmbeddedApp", "build_app"]
+__all__ = ["EmbeddedApp", "build_app", "max_body_bytes"]
+
+#: Room in a request body for everything but the messages' text (fields, JSON syntax).
+_BODY_OVERHEAD_BYTES = 64 * 1024
+#: The most JSON bytes one byte of text can take (``\u0001``).
+_JSON_ESCAPE_BYTES = 6
+
+
+def max_body_bytes(n_ctx: int, max_token_bytes: int) -> int:
+    """The largest request body worth reading: the longest text the context can hold, escaped."""
+    return _BODY_OVERHEAD_BYTES + _JSON_ESCAPE_BYTES * n_ctx * max_token_bytes
+
 
 _Item = Sequence[ChoiceEvent] | EngineFailure
 
 
-def _bad_request(error: RequestError) -> web.Response:
-    return web.json_response(error.body(), status=400)
+def _bad_request(error: RequestError, status: int = 400) -> web.Response:
+    return web.json_response(error.body(), status=status)
 
 
 def _server_error(message: str) -> dict[str, Any]:
@@ -64,7 +84,7 @@ class EmbeddedApp:
     """The request handlers, bound to one engine, template and model name."""
 
     engine: BatchEngine
-    template: ChatTemplate
+    prompts: PromptTokenizer
     model_name: str
     pieces: TokenPieces
 
@@ -88,13 +108,14 @@ class EmbeddedApp:
 
     async def chat(self, http: web.Request) -> web.StreamResponse:
         try:
-            body = json.loads(await http.read())
-        except (ValueError, UnicodeDecodeError):
-            return _bad_request(RequestError("the request body is not valid JSON"))
+            raw = await http.read()
+        except web.HTTPRequestEntityTooLarge:
+            cap = http.client_max_size
+            error = RequestError(f"the request body is larger than this server's {cap} bytes")
+            return _bad_request(error, status=413)
         try:
-            request = parse_request(body, max_n=self.engine.max_sequences)
-            prompt = self._prompt(request)
-            spec = self._spec(request, len(prompt))
+            # Off the loop: bounded, but the tokenizer may still take a while on a long prompt.
+            request, prompt, spec = await asyncio.to_thread(self._prepare, raw)
         except RequestError as exc:
             return _bad_request(exc)
         loop = asyncio.get_running_loop()
@@ -117,12 +138,23 @@ class EmbeddedApp:
 
     # -- request to engine input ----------------------------------------------
 
-    def _prompt(self, request: ChatRequest) -> list[int]:
+    def _prepare(self, raw: bytes) -> tuple[ChatRequest, list[int], SamplingSpec]:
+        """(worker thread) The body decoded, checked, rendered and tokenized; or RequestError."""
         try:
-            text = self.template.render([m.for_template() for m in request.messages])
+            body = json.loads(raw)
+        except RecursionError:
+            raise RequestError("the request body is nested too deeply") from None
+        except (ValueError, UnicodeDecodeError):
+            raise RequestError("the request body is not valid JSON") from None
+        request = parse_request(
+            body, max_n=self.engine.max_sequences, max_messages=self.engine.n_ctx
+        )
+        messages = [m.for_template() for m in request.messages]
+        try:
+            prompt = self.prompts.tokens(messages, completion=request.token_cap() or 1)
         except ChatTemplateError as exc:
             raise RequestError(str(exc), param="messages") from None
-        return self.engine.tokenize(text)
+        return request, prompt, self._spec(request, len(prompt))
 
     def _spec(self, request: ChatRequest, prompt_tokens: int) -> SamplingSpec:
         n_ctx = self.engine.n_ctx
@@ -259,6 +291,7 @@ def build_app(engine: BatchEngine, model_name: str) -> web.Application:
         bos_token=engine.token_text(engine.vocab.token_bos()),
         eos_token=engine.token_text(engine.vocab.token_eos()),
     )
-    app = web.Application(client_max_size=16 * 1024 * 1024)
-    app.add_routes(EmbeddedApp(engine, template, model_name, TokenPieces(engine.vocab)).routes())
+    prompts = PromptTokenizer(template, engine, engine.n_ctx)
+    app = web.Application(client_max_size=max_body_bytes(engine.n_ctx, engine.max_token_bytes))
+    app.add_routes(EmbeddedApp(engine, prompts, model_name, TokenPieces(engine.vocab)).routes())
     return app

@@ -7,10 +7,17 @@ default system prompt), so the prompt the model was trained on comes from
 rendering the Jinja text itself, in a sandbox, with the variables
 ``transformers`` passes: ``messages``, ``add_generation_prompt``,
 ``bos_token``, ``eos_token`` and ``raise_exception``.
+
+:meth:`ChatTemplate.segments` says which characters of the prompt are the
+template's own and which are a message's text, so that a message spelling a
+control token (``<|im_end|>``) can be tokenized as the text it is, not as the
+marker that ends a turn (:mod:`pacore_graph.embedded.prompt`).
 """
 
 from __future__ import annotations
 
+import re
+import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 
@@ -19,7 +26,11 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from pacore_graph.errors import PaCoReError
 
-__all__ = ["ChatTemplate", "ChatTemplateError"]
+__all__ = ["ChatTemplate", "ChatTemplateError", "Segment"]
+
+#: A piece of a rendered prompt: its text, and whether it is a message's text
+#: (``True``) or the template's own (``False``).
+Segment = tuple[str, bool]
 
 #: Used when a GGUF has no template: ChatML, which most small instruct models speak.
 CHATML = (
@@ -30,7 +41,7 @@ CHATML = (
 )
 
 
-class ChatTemplateError(PaCoReError, ValueError):
+class ChatTemplateError(PaCoReError):
     """The messages cannot be rendered (the template refused them): a bad request."""
 
 
@@ -66,3 +77,33 @@ class ChatTemplate:
             raise ChatTemplateError(
                 f"the chat template cannot render these messages: {exc}"
             ) from exc
+
+    def segments(self, messages: Sequence[Mapping[str, Any]]) -> list[Segment] | None:
+        """The prompt of :meth:`render` cut into the template's text and each message's text.
+
+        The template is rendered once more with each message's content replaced
+        by a marker no client can guess; the messages' texts then go where the
+        markers came out. ``None`` when that is not the prompt :meth:`render`
+        gives (the template edits, drops or branches on message text, as one
+        that trims it does): the two kinds of text cannot be told apart there.
+        """
+        nonce = secrets.token_hex(16)
+        marker = re.compile("\ue000" + nonce + r"(\d+)\ue001")
+        marked = [
+            {**message, "content": f"\ue000{nonce}{index}\ue001"}
+            for index, message in enumerate(messages)
+        ]
+        rendered = self.render(marked)
+        parts: list[Segment] = []
+        end = 0
+        for found in marker.finditer(rendered):
+            index = int(found.group(1))
+            if index >= len(messages):
+                return None
+            parts.append((rendered[end : found.start()], False))
+            parts.append((str(messages[index]["content"]), True))
+            end = found.end()
+        parts.append((rendered[end:], False))
+        if "".join(text for text, _ in parts) != self.render(messages):
+            return None
+        return [part for part in parts if part[0]]

@@ -58,8 +58,14 @@ __all__ = [
 #: wait for at most this many more tokens before emitting it as it is.
 _MAX_PENDING_TOKENS: Final = 4
 
+#: llama.cpp's token attributes that ``parse_special`` matches in text (and
+#: plain tokenizing never does): ``LLAMA_TOKEN_ATTR_UNKNOWN`` and ``_CONTROL``.
+_SPECIAL_PARSED_ATTRS: Final = 1 | 8
+#: ``LLAMA_TOKEN_ATTR_RSTRIP``: the token eats the whitespace after it.
+_RSTRIP_ATTR: Final = 256
 
-class RequestTooLarge(PaCoReError, ValueError):
+
+class RequestTooLarge(PaCoReError):
     """The request can never fit: more sequences or KV cells than the engine has."""
 
 
@@ -239,6 +245,7 @@ class BatchEngine:
         model_params.n_gpu_layers = 0
         self._model = _load_model(llama, model_path, model_params)
         self.vocab = self._model.get_vocab()
+        self.max_token_bytes, self.control_texts, self.boundary_texts = self._scan_vocab()
         self._n_batch = n_ctx + max_sequences
         ctx_params = llama.LlamaContextParams()
         ctx_params.n_ctx = kv_tokens
@@ -283,9 +290,38 @@ class BatchEngine:
         """The text of one special token (``bos_token``/``eos_token`` for templates)."""
         return str(self.vocab.token_to_piece(token, special=True))
 
-    def tokenize(self, text: str) -> list[int]:
-        """Token ids of a rendered chat prompt (special tokens such as ``<|im_start|>`` parsed)."""
-        return list(self.vocab.tokenize(text, add_special=False, parse_special=True))
+    def tokenize(self, text: str, *, special: bool = True) -> list[int]:
+        """Token ids of ``text``; ``special``: control-token text such as ``<|im_start|>`` is
+        the control token (a chat template's own markers), else it is plain text (a
+        message's). Safe from any thread: llama.cpp releases the GIL while it tokenizes.
+        """
+        return list(self.vocab.tokenize(text, add_special=False, parse_special=special))
+
+    def _scan_vocab(self) -> tuple[int, frozenset[str], frozenset[str]]:
+        """The longest token in UTF-8 bytes; the texts ``parse_special`` turns into tokens;
+        those of them after which text may be cut (the token eats no whitespace after it).
+
+        Why: no text of ``b`` bytes tokenizes into fewer than ``b / max_token_bytes``
+        tokens, so a prompt too long for the context is refused from its length alone;
+        a message spelling a control token is found by a substring search; and a prompt
+        is tokenized in pieces cut after control tokens, as llama.cpp cuts it anyway
+        (its special-token pass is superlinear in one piece's markers). One pass over
+        the vocabulary (~50 ms for SmolLM2's 49,152 tokens).
+        """
+        longest = 1
+        control: set[str] = set()
+        boundaries: set[str] = set()
+        for token in range(int(self.vocab.n_vocab)):
+            piece = str(self.vocab.token_to_piece(token, special=True))
+            # A piece that is part of a character reads as U+FFFD (3 bytes for 1-3): an
+            # over-estimate, so the bound stays safe.
+            longest = max(longest, len(piece.encode("utf-8", "surrogatepass")))
+            attr = int(self.vocab.get_attr(token))
+            if piece and attr & _SPECIAL_PARSED_ATTRS:
+                control.add(piece)
+                if not attr & _RSTRIP_ATTR:
+                    boundaries.add(piece)
+        return longest, frozenset(control), frozenset(boundaries)
 
     # -- requests -------------------------------------------------------------
 

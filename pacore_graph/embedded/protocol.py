@@ -6,6 +6,11 @@ that asks for ``logit_bias`` or tools and gets plain samples back would be
 misled. The fields accepted are the ones PaCoRe and ordinary OpenAI clients
 send (the ``openai`` SDK, ``ChatOpenAI``, ``pacore serve --upstream``), and
 ``logprobs``/``top_logprobs`` as OpenAI bounds them (DeepConf reads them).
+
+Bounds checked here, before the prompt is rendered (issue 31): at most
+``max_messages`` messages, counted before they are validated one by one; and
+text that is text -- a lone surrogate (``"\\ud800"`` is valid JSON but no
+character) is a 400 naming the field, not a 500 from the tokenizer.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ __all__ = [
 MAX_STOP_STRINGS = 4
 
 
-class RequestError(PaCoReError, ValueError):
+class RequestError(PaCoReError):
     """A request the server refuses: becomes an OpenAI-style 400 ``invalid_request_error``."""
 
     def __init__(self, message: str, *, param: str | None = None, code: str | None = None):
@@ -134,10 +139,17 @@ class ChatRequest(_Strict):
         return (self.top_logprobs or 0) if self.logprobs else None
 
 
-def parse_request(body: object, *, max_n: int) -> ChatRequest:
+def parse_request(body: object, *, max_n: int, max_messages: int | None = None) -> ChatRequest:
     """The validated request, or :class:`RequestError` with the first problem in one line."""
     if not isinstance(body, dict):
         raise RequestError("the request body must be a JSON object")
+    messages = body.get("messages")
+    if max_messages is not None and isinstance(messages, list) and len(messages) > max_messages:
+        raise RequestError(
+            f"at most {max_messages} messages on this server (its context's tokens), "
+            f"got {len(messages)}",
+            param="messages",
+        )
     try:
         request = ChatRequest.model_validate(body)
     except ValidationError as exc:
@@ -158,4 +170,23 @@ def parse_request(body: object, *, max_n: int) -> ChatRequest:
             f"n must be at most {max_n} on this server (its sequence slots), got {request.n}",
             param="n",
         )
+    _check_text(request)
     return request
+
+
+def _check_text(request: ChatRequest) -> None:
+    """A 400 naming the first message or stop string that holds a lone surrogate."""
+    fields = [(f"messages.{i}.content", m.text()) for i, m in enumerate(request.messages)]
+    fields += [(f"stop.{i}", s) for i, s in enumerate(request.stop_strings())]
+    for where, text in fields:
+        if text.isascii():
+            continue
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            code = ord(text[exc.start])
+            raise RequestError(
+                f"invalid {where}: it holds a lone surrogate (\\u{code:04x}), which is not "
+                "a character; send text as UTF-8 or as JSON escapes of whole characters",
+                param=where,
+            ) from None

@@ -5,12 +5,17 @@
 :func:`serve_embedded` is the same in the caller's process (``pacore model
 serve`` with no folder). A model that fails to load is one line on stderr
 (``Failed to load model ...``) and exit status 1.
+
+The server checks no API key: :func:`is_loopback` is how ``pacore model
+serve`` (and ``pacore serve``) tell a ``--host`` only this machine reaches
+from one the network does.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import ipaddress
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -21,7 +26,17 @@ from aiohttp import web
 from pacore_graph.embedded.app import build_app
 from pacore_graph.embedded.engine import BatchEngine
 
-__all__ = ["SHUTDOWN_TIMEOUT_S", "EngineOptions", "main", "serve_embedded"]
+__all__ = ["SHUTDOWN_TIMEOUT_S", "EngineOptions", "is_loopback", "main", "serve_embedded"]
+
+
+def is_loopback(host: str) -> bool:
+    """Whether binding ``host`` only accepts connections from this machine."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to anything
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,6 +48,7 @@ from pacore_graph.eval.benchmarks.registry import (
 )
 from pacore_graph.eval.datasets_rows import RowSource, hub_file_sources, hub_source, local_source
 from pacore_graph.eval.datasets_spec import DatasetSpec, parse_dataset_spec
+from pacore_graph.eval.safe_pickle import UnsafePickleError
 from pacore_graph.graph.nodes import normalize_conversation
 from pacore_graph.runs.jsonl import BadLine
 from pacore_graph.runs.runner import DatasetRecord, read_dataset
@@ -261,7 +262,7 @@ def load_dataset_spec(
                     skipped[made.reason] += 1
                     continue
                 records.append(_to_record(made, number, seen))
-            except ValueError as exc:  # DatasetError and UnsafePickleError included
+            except (ValueError, DatasetError, UnsafePickleError) as exc:  # the row's fault
                 raise DatasetError(f"{source.where}: row {number}{_row_id(row)}: {exc}") from None
         chosen = adapter
     return LoadedDataset(

@@ -106,7 +106,7 @@ _STRING_OPCODES = ("UNICODE", "SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8")
 _HINT = "a dataset field may hold only text, lists and dicts"
 
 
-class UnsafePickleError(PaCoReError, ValueError):
+class UnsafePickleError(PaCoReError):
     """A pickled field holds something other than text, lists and dicts: refused, nothing ran."""
 
 

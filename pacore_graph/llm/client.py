@@ -389,7 +389,8 @@ class OpenAICompatClient(PerSampleClient):
                 probing = True
                 continue
             except ModelCallError as caught:
-                if probing and caught.status in (400, 422):
+                refused = isinstance(caught, UpstreamStatusError) and caught.status in (400, 422)
+                if probing and refused:
                     self._continuous_usage = True  # a bad request either way, not the option
                 exc, delay = next_attempt(
                     caught,

@@ -121,15 +121,6 @@ class ReasoningChatOpenAI(ChatOpenAI):
         return gen
 
 
-#: The branch of the error tree a LangChain failure of each ``kind`` becomes.
-_BRANCHES: dict[str, type[ModelCallError]] = {
-    "timeout": UpstreamTimeoutError,
-    "transport": UpstreamTransportError,
-    "status": UpstreamStatusError,
-    "malformed": MalformedReplyError,
-}
-
-
 class _ReplyTooLarge(Exception):
     """Raised inside the SDK's read of a body over its cap; carries the call's error."""
 
@@ -198,34 +189,28 @@ def _too_large_in(exc: BaseException) -> ModelCallError | None:
 
 
 def _call_error(exc: BaseException) -> ModelCallError:
-    """A LangChain/SDK failure as the branch of the error tree its kind belongs to.
+    """A LangChain/SDK failure as the branch of the error tree it belongs to.
 
-    The SDK already retried; the kind of error decides whether a smaller
-    request is worth trying (see :mod:`pacore_graph.llm.sampling`).
+    The SDK already retried; the branch decides whether a smaller request is
+    worth trying (see :mod:`pacore_graph.llm.sampling`).
     """
     capped = _too_large_in(exc)
     if capped is not None:
         return capped
+    text = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+    if isinstance(exc, openai.APITimeoutError):
+        return UpstreamTimeoutError(text, retryable=True)
+    if isinstance(exc, openai.APIConnectionError):
+        return UpstreamTransportError(text, retryable=True, server_wide=True)
     status = getattr(exc, "status_code", None)
-    status = status if isinstance(status, int) else None
-    timed_out = isinstance(exc, openai.APITimeoutError)
-    transient = timed_out or isinstance(exc, openai.APIConnectionError)
-    kind = (
-        "timeout"
-        if timed_out
-        else "transport"
-        if transient
-        else "status"
-        if status is not None
-        else "malformed"  # the SDK could not make sense of the answer
-    )
-    return _BRANCHES[kind](
-        f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}",
-        status=status,
-        retryable=transient or (status is not None and retryable_status(status)),
-        server_wide=status in (429, 503) or (transient and not timed_out),
-        kind=kind,
-    )
+    if isinstance(status, int):
+        return UpstreamStatusError(
+            text,
+            status=status,
+            retryable=retryable_status(status),
+            server_wide=status in (429, 503),
+        )
+    return MalformedReplyError(text)  # the SDK could not make sense of the answer
 
 
 def make_chat_model(

@@ -41,11 +41,12 @@ from typing import Any
 
 import aiohttp
 
-from pacore_graph.errors import ModelCallError
+from pacore_graph.errors import ModelCallError, UpstreamStatusError
 from pacore_graph.graph.records import Completion
 from pacore_graph.llm.call_deadline import CallDeadline
 from pacore_graph.llm.client import DeltaCallback, OpenAICompatClient, resolve_api_key
 from pacore_graph.llm.reply_limits import read_error_head
+from pacore_graph.llm.retry import asked_wait
 from pacore_graph.llm.sampling import PerSampleClient, SampleOutcome
 from pacore_graph.llm.session_header import DEFAULT_SESSION_HEADER
 from pacore_graph.settings.config import RetryPolicy, SamplingParams
@@ -130,11 +131,12 @@ def _ejects(exc: ModelCallError) -> bool:
     """Connection refused/reset, timeouts and 5xx take a replica out.
 
     4xx do not, nor does one sample's answer (no content, a malformed or
-    oversized reply): the replica is up, that answer was bad.
+    oversized reply) or a prompt that could not be sent: the replica is up.
+    An error event mid-stream, and a client's own ``ModelCallError``, do.
     """
-    if exc.status is not None:
+    if isinstance(exc, UpstreamStatusError):
         return exc.status >= 500
-    return exc.kind in ("transport", "timeout", "other")
+    return exc.kind in ("transport", "timeout", "stream_error", "other")
 
 
 class MultiEndpointClient(PerSampleClient):
@@ -323,7 +325,7 @@ class MultiEndpointClient(PerSampleClient):
             self._failed(replica, failures)
             whole = len(failures) == len(outcomes)
             if whole and failures[0].retryable and attempt < policy.max_attempts:
-                rotation.retry_after = failures[0].retry_after
+                rotation.retry_after = asked_wait(failures[0])
                 continue
             if whole and failures[0].retryable:
                 # The replica's own "gave up after 1 attempts" says less than this.
@@ -369,11 +371,11 @@ class MultiEndpointClient(PerSampleClient):
                         messages, params=params, seed=seed, on_delta=forward, deadline=deadline
                     )
             except ModelCallError as caught:
-                exc = caught.with_upstream(index).with_attempts(attempt)
+                exc = caught.replace(upstream=index).with_attempts(attempt)
                 self._failed(replica, [exc])
                 if sent or not exc.retryable or attempt == policy.max_attempts:
                     raise exc from caught.__cause__
-                rotation.retry_after = exc.retry_after
+                rotation.retry_after = asked_wait(exc)
                 last = exc
                 continue
             replica.samples += 1
@@ -442,7 +444,7 @@ def _final(outcomes: list[SampleOutcome], deadline: CallDeadline) -> list[Sample
 
 
 def _named(exc: ModelCallError, *, upstream: int) -> ModelCallError:
-    return exc.with_upstream(upstream)
+    return exc.replace(upstream=upstream)
 
 
 def _gave_up(exc: ModelCallError, *, attempts: int, note: str) -> ModelCallError:

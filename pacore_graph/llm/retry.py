@@ -16,13 +16,18 @@ import random
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from pacore_graph.errors import ModelCallError
+from pacore_graph.errors import ModelCallError, UpstreamStatusError
 from pacore_graph.llm.call_deadline import CallDeadline
 from pacore_graph.settings.config import RetryPolicy
 
-__all__ = ["call_with_retry", "next_attempt"]
+__all__ = ["asked_wait", "call_with_retry", "next_attempt"]
 
 T = TypeVar("T")
+
+
+def asked_wait(exc: ModelCallError) -> float | None:
+    """The wait the server asked for (``Retry-After``), which only a status error carries."""
+    return exc.retry_after if isinstance(exc, UpstreamStatusError) else None
 
 
 def next_attempt(
@@ -49,7 +54,7 @@ def next_attempt(
         if note_gave_up:
             exc = exc.with_attempts(attempt, gave_up=f"gave up after {attempt} attempts")
         return exc, None
-    delay = policy.delay(attempt, retry_after=exc.retry_after, rng=rng)
+    delay = policy.delay(attempt, retry_after=asked_wait(exc), rng=rng)
     if not deadline.allows(delay):
         return deadline.expire(exc), None
     return exc, delay

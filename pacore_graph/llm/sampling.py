@@ -28,9 +28,9 @@ import asyncio
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
-from pacore_graph.errors import MalformedReplyError, ModelCallError
+from pacore_graph.errors import InvalidPromptError, MalformedReplyError, ModelCallError
 from pacore_graph.graph.records import Completion
 from pacore_graph.graph.seeds import sample_seed
 
@@ -77,7 +77,22 @@ class PerSampleClient(abc.ABC):
     the explorers whose samples failed); this base gives them the one
     ``complete`` the :class:`~pacore_graph.llm.client.ChatClient` protocol asks
     for, instead of a copy in each.
+
+    It is also an async context manager: ``async with Client(...) as client:``
+    closes what the client holds (its pooled HTTP sessions, health checks) on
+    the way out. A client left open is closed only when the process ends,
+    and aiohttp then warns "Unclosed client session" on stderr.
     """
+
+    async def aclose(self) -> None:
+        """Release what the client holds for this event loop (nothing, by default)."""
+        return None
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
     async def complete(
         self,
@@ -170,7 +185,6 @@ def check_encodable(messages: Sequence[Mapping[str, Any]]) -> None:
     try:
         json.dumps(list(messages), ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise ModelCallError(
-            f"the prompt is not valid UTF-8 text (lone surrogate at character {exc.start})",
-            kind="other",  # our input, not the upstream's answer
+        raise InvalidPromptError(
+            f"the prompt is not valid UTF-8 text (lone surrogate at character {exc.start})"
         ) from None

@@ -23,6 +23,7 @@ from pacore_graph.errors import (
     MalformedReplyError,
     ModelCallError,
     UpstreamStatusError,
+    UpstreamStreamError,
     UpstreamTimeoutError,
     UpstreamTransportError,
 )
@@ -125,7 +126,7 @@ def stream_error(event: Mapping[str, Any]) -> ModelCallError:
     )
     text = f"server reported an error mid-stream: {message}"
     if status is None:
-        return ModelCallError(text, retryable=True)
+        return UpstreamStreamError(text, retryable=True)
     return UpstreamStatusError(text, status=status, retryable=retryable_status(status))
 
 

@@ -61,6 +61,11 @@ _PALETTE = (
 )
 _LEGEND_CHARS = 30
 _LABEL_MAX_NODES = 60
+_BUS_LABEL_PT = 7
+#: Points between the top of a node (its ring, when truncated) and the bus label above it.
+_LABEL_GAP_PT = 3.0
+#: A truncated node's dotted ring, as a multiple of its disc's area.
+_RING_AREA = 2.1
 _NO_ANSWER_COLOR = "#ffffff"
 OTHER_COLOR = "#bdbdbd"
 """Fill of answers outside the legend's ten: light grey, so it reads as "the rest"."""
@@ -174,8 +179,16 @@ def answer_colors(g: nx.DiGraph) -> dict[str, str]:
     }
 
 
-def _draw_edges(ax: Axes, g: nx.DiGraph, pos: dict[str, tuple[float, float]], gap: float) -> None:
-    """Plain edges in the colour of the answer they carried; complete round gaps as one bus."""
+def _draw_edges(
+    ax: Axes, g: nx.DiGraph, pos: dict[str, tuple[float, float]], gap: float, diameter: float
+) -> None:
+    """Plain edges in the colour of the answer they carried; complete round gaps as one bus.
+
+    A bus's label sits above the bus, clear of the top node's disc
+    (``diameter`` points wide) and of the dotted ring a truncated node wears:
+    the bus starts at that node's height, so a label any lower is drawn
+    under the node.
+    """
     from matplotlib.collections import LineCollection
 
     colors = answer_colors(g)
@@ -203,12 +216,13 @@ def _draw_edges(ax: Axes, g: nx.DiGraph, pos: dict[str, tuple[float, float]], ga
         ax.annotate(
             f"each of {len(readers)} read all {len(group.sources)} messages",
             (bus_x, max(ys)),
-            xytext=(0, 4),
+            xytext=(0, _label_offset(diameter)),
             textcoords="offset points",
             ha="center",
             va="bottom",
-            fontsize=7,
+            fontsize=_BUS_LABEL_PT,
             color="#404040",
+            zorder=5,
         )
     if plain:
         alpha = 0.6 if len(plain) <= 60 else 0.4
@@ -221,6 +235,11 @@ def _draw_edges(ax: Axes, g: nx.DiGraph, pos: dict[str, tuple[float, float]], ga
         )
 
 
+def _label_offset(diameter: float) -> float:
+    """Points from a node's centre to a label above it: past its disc and any ring it wears."""
+    return diameter * _RING_AREA**0.5 / 2 + _LABEL_GAP_PT
+
+
 def _draw(ax: Axes, g: nx.DiGraph, fig_height: float) -> None:
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
@@ -231,7 +250,7 @@ def _draw(ax: Axes, g: nx.DiGraph, fig_height: float) -> None:
     room_pt = max(fig_height - 1.2, 1.0) * 72.0 / tallest
     diameter = min(22.0, max(2.5, 0.62 * room_pt))
     size = diameter**2
-    _draw_edges(ax, g, pos, gap=0.28)
+    _draw_edges(ax, g, pos, gap=0.28, diameter=diameter)
 
     colors, counts = answer_colors(g), _answer_counts(g)
     graded = any("correct" in attrs for _, attrs in g.nodes(data=True))
@@ -259,7 +278,7 @@ def _draw(ax: Axes, g: nx.DiGraph, fig_height: float) -> None:
         ax.scatter(
             [pos[n][0] for n in truncated],
             [pos[n][1] for n in truncated],
-            s=size * 2.1,
+            s=size * _RING_AREA,
             facecolors="none",
             edgecolors=_TRUNCATED_COLOR,
             linewidths=1.3,
@@ -349,8 +368,16 @@ def _draw(ax: Axes, g: nx.DiGraph, fig_height: float) -> None:
     ax.set_xticks(range(n_rounds))
     ax.set_xticklabels([f"round {r}\nK={widths_by_round.get(r, 0)}" for r in range(n_rounds)])
     ax.set_xlim(-0.45, n_rounds - 0.6)
-    bundled = any(group.bundled for group in edge_groups(g))
-    ax.set_ylim(-0.1, float(tallest) + (0.1 + 0.04 * tallest if bundled else 0.1))
+    bundled = [group for group in edge_groups(g) if group.bundled]
+    top = float(tallest) + (0.1 + 0.04 * tallest if bundled else 0.1)
+    if bundled:
+        # Room above the highest bus for its label: the label's offset and
+        # height in points, turned into data units on this axes' height.
+        bus_top = max(pos[n][1] for grp in bundled for n in (*grp.sources, *grp.targets))
+        need_pt = _label_offset(diameter) + 1.4 * _BUS_LABEL_PT
+        axes_pt = _axes_height_in(fig_height) * 72.0
+        top = max(top, bus_top + need_pt * (bus_top + 0.1) / max(axes_pt - need_pt, 1.0))
+    ax.set_ylim(-0.1, top)
     ax.set_yticks([])
     for side in ("left", "right", "top"):
         ax.spines[side].set_visible(False)
@@ -388,6 +415,11 @@ def message_graph_figure(g: nx.DiGraph, *, title: str | None = None) -> Figure:
     fig.subplots_adjust(left=0.6 / width, right=1.0 - 0.1 / width, top=1.0 - 0.7 / height)
     fig.subplots_adjust(bottom=min(0.45, 0.7 / height))
     return fig
+
+
+def _axes_height_in(fig_height: float) -> float:
+    """The plot's height in inches: what :func:`message_graph_figure`'s margins leave."""
+    return fig_height * ((1.0 - 0.7 / fig_height) - min(0.45, 0.7 / fig_height))
 
 
 def draw_message_graph(g: nx.DiGraph, path: Path, *, title: str | None = None) -> Path:

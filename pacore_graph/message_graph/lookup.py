@@ -21,7 +21,7 @@ from pacore_graph.runs.results_file import ResultLine, read_results
 __all__ = ["FoundRun", "ResultLookupError", "find_run", "load_result"]
 
 
-class ResultLookupError(PaCoReError, LookupError):
+class ResultLookupError(PaCoReError):
     """The requested run is not in the results file, is ambiguous, or failed."""
 
 
@@ -125,7 +125,8 @@ def find_run(
     elif len(methods) > 1:
         raise ResultLookupError(
             f"problem {problem_id!r} was run by several methods in {path}: "
-            f"{', '.join(methods)}; choose one with method=..."
+            f"{', '.join(methods)}; choose one (pacore graph --method METHOD, "
+            "find_run(..., method=METHOD) in Python)"
         )
     chosen = [line for line in for_problem if line.sample == sample]
     if not chosen:

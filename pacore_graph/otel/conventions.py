@@ -45,7 +45,7 @@ from opentelemetry.semconv.attributes.error_attributes import ERROR_TYPE
 from opentelemetry.semconv.attributes.server_attributes import SERVER_ADDRESS, SERVER_PORT
 from opentelemetry.semconv.schemas import Schemas
 
-from pacore_graph.errors import ModelCallError
+from pacore_graph.errors import ModelCallError, UpstreamStatusError
 
 __all__ = [
     "CHAT",
@@ -187,11 +187,10 @@ def error_type(error: BaseException | str | None) -> str:
     if error is None:
         return UNKNOWN_ERROR_TYPE
     if isinstance(error, BaseException):
-        if isinstance(error, ModelCallError):
-            if error.status is not None:
-                return str(error.status)
-            if error.kind != "other":
-                return error.kind
+        if isinstance(error, UpstreamStatusError):
+            return str(error.status)
+        if isinstance(error, ModelCallError) and error.kind != "other":
+            return error.kind
         status = getattr(error, "status_code", None)
         if isinstance(status, int) and not isinstance(status, bool) and 100 <= status <= 599:
             return str(status)

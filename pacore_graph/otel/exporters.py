@@ -58,7 +58,7 @@ JAEGER_ENDPOINT = "http://localhost:4318/v1/traces"
 LANGFUSE_DEFAULT_HOST = "https://cloud.langfuse.com"
 
 
-class TracingConfigError(PaCoReError, ValueError):
+class TracingConfigError(PaCoReError):
     """Tracing was asked for but cannot be set up as configured."""
 
 

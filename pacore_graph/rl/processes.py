@@ -32,7 +32,7 @@ _RANK_VARS = ("RANK", "PMI_RANK", "OMPI_COMM_WORLD_RANK", "MV2_COMM_WORLD_RANK")
 _TRUE = ("1", "true", "yes")
 
 
-class LaunchError(PaCoReError, ValueError):
+class LaunchError(PaCoReError):
     """The launch cannot give what it asked for (refused before anything loads)."""
 
 

@@ -1,4 +1,4 @@
-"""The ASGI app: ``/v1/models`` and ``/v1/chat/completions`` over the method graphs.
+"""The ASGI app: ``/v1/models``, ``/v1/chat/completions``, ``/v1/messages`` over the methods.
 
 Built on FastAPI/Starlette like vLLM's OpenAI-compatible server, served by
 uvicorn (see :mod:`pacore_graph.serve.server`). A PaCoRe request runs the same
@@ -11,7 +11,11 @@ context, as for any caller of the graph. A request for another method
 --method`` and ``pacore eval`` run), compiled on first use and kept
 (:mod:`pacore_graph.serve.method_graphs`), with the same settings as context.
 All runs share one upstream client, one limit on samples in flight, one
-queue and one set of metrics.
+queue and one set of metrics. ``POST /v1/messages`` is the Anthropic Messages
+API over the same runs: its body is read as the chat-completions body it
+stands for (:mod:`pacore_graph.serve.messages_api`), so model names, caps,
+queue, metrics and auth are one; only the answer's and errors' shapes differ
+(a :class:`~pacore_graph.serve.streaming.StreamWire` per protocol).
 
 Lifecycle rules a client can rely on:
 
@@ -62,8 +66,14 @@ from pacore_graph.graph.builder import build_pacore_graph
 from pacore_graph.graph.records import PaCoReResult
 from pacore_graph.llm.client import ChatClient
 from pacore_graph.llm.multi_client import chat_client_for
-from pacore_graph.serve.errors import APIError, error_body, error_response
+from pacore_graph.serve.errors import APIError, error_body_for, error_response
 from pacore_graph.serve.guard import BodyGuard, decode_json
+from pacore_graph.serve.messages_api import (
+    MessageStreamWire,
+    chat_request,
+    message_body,
+    message_id,
+)
 from pacore_graph.serve.method_graphs import MethodGraphs, progress_schedule
 from pacore_graph.serve.metrics import CONTENT_TYPE, ReplicaCounts, ServeMetrics
 from pacore_graph.serve.passthrough import (
@@ -78,11 +88,15 @@ from pacore_graph.serve.protocol import (
     completion_id,
     listed_models,
     parse_request,
-    usage_body,
 )
 from pacore_graph.serve.queue import QueueFullError, QueueTimeoutError, RunQueue
 from pacore_graph.serve.settings import ServeSettings
-from pacore_graph.serve.streaming import ProgressTranslator, StreamChunks, sse, sse_done
+from pacore_graph.serve.streaming import (
+    ChatStreamWire,
+    ProgressTranslator,
+    StreamChunks,
+    StreamWire,
+)
 from pacore_graph.settings.grammar import SERVED_MODELS, MethodSpec, is_served_name
 
 __all__ = ["ServeState", "create_app"]
@@ -222,11 +236,22 @@ class ServeState:
         key = self.settings.api_key
         if key is None:
             return
-        given = request.headers.get("authorization", "")
-        scheme, _, token = given.partition(" ")
-        given_key = token.strip().encode("utf-8", "surrogateescape")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(given_key, key.encode()):
-            raise APIError(401, "invalid or missing API key (send Authorization: Bearer KEY)")
+        given = _given_key(request)
+        if given is None or not hmac.compare_digest(
+            given.encode("utf-8", "surrogateescape"), key.encode()
+        ):
+            raise APIError(
+                401, "invalid or missing API key (send Authorization: Bearer KEY or x-api-key: KEY)"
+            )
+
+
+def _given_key(request: Request) -> str | None:
+    """The key a request sends: ``Authorization: Bearer KEY``, else Anthropic's ``x-api-key``."""
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() == "bearer":
+        return token.strip()
+    key = request.headers.get("x-api-key")
+    return key.strip() if key is not None else None
 
 
 class _DisconnectAwareStream(StreamingResponse):
@@ -320,17 +345,17 @@ def create_app(settings: ServeSettings, *, client: ChatClient | None = None) -> 
 
     @app.exception_handler(APIError)
     async def _api_error(request: Request, exc: APIError) -> Response:
-        return error_response(exc)
+        return error_response(exc, request.url.path)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
-        return JSONResponse(
-            error_body(exc.status_code, str(exc.detail)), status_code=exc.status_code
-        )
+        body, status = error_body_for(request.url.path, exc.status_code, str(exc.detail))
+        return JSONResponse(body, status_code=status)
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, exc: RequestValidationError) -> Response:
-        return JSONResponse(error_body(400, str(exc.errors()[:1])), status_code=400)
+        body, status = error_body_for(request.url.path, 400, str(exc.errors()[:1]))
+        return JSONResponse(body, status_code=status)
 
     @app.get("/health")
     async def health() -> Response:
@@ -339,10 +364,10 @@ def create_app(settings: ServeSettings, *, client: ChatClient | None = None) -> 
     @app.get("/v1/models")
     async def models(request: Request) -> Response:
         state.check_auth(request)
-        names = list(SERVED_MODELS)
+        names = dict.fromkeys(SERVED_MODELS)
         if state.passthrough is not None:
-            names += [n for n in await state.passthrough.models() if n not in names]
-        return JSONResponse(listed_models(state.started, names))
+            names.update(dict.fromkeys(await state.passthrough.models()))
+        return JSONResponse(listed_models(state.started, list(names)))
 
     @app.get("/metrics")
     async def metrics(request: Request) -> Response:
@@ -384,32 +409,68 @@ def create_app(settings: ServeSettings, *, client: ChatClient | None = None) -> 
             graph = state.graph_for(run.method)
         except ValueError as exc:  # a spec the grammar passed but its builder refused
             raise APIError(400, f"'model': {exc}", param="model") from None
-        await state.admit(request)
-        inputs = {"messages": list(run.messages)}
-        if run.stream:
-            return _DisconnectAwareStream(_stream(state, graph, run, inputs), state.release)
-        started = time.monotonic()
-        outcome = "failed"
+        chunks = StreamChunks(id=completion_id(), model=run.model)
+        wire = ChatStreamWire(chunks, include_usage=run.include_usage)
+        return await _answer(
+            state, request, graph, run, wire, lambda r: completion_body(run, r, id_=chunks.id)
+        )
+
+    @app.post("/v1/messages")
+    async def messages(request: Request) -> Response:
+        """Anthropic's Messages API over the same runs (:mod:`~pacore_graph.serve.messages_api`)."""
+        state.check_auth(request)
+        body = decode_json(await request.body(), max_depth=settings.max_json_depth)
+        chat, shown = chat_request(body)
+        run = parse_request(
+            chat,
+            defaults=state.graph_config,
+            limits=settings.limits,
+            compactors=settings.compactors,
+        )
         try:
-            answer = await _complete(state, request, graph, run, inputs)
-            outcome = "ok"
-            return JSONResponse(answer)
-        except APIError as exc:
-            outcome = "cancelled" if exc.status == 499 else "failed"
-            raise
-        finally:
-            state.release()
-            ran = time.monotonic() - started
-            state.metrics.finished(outcome, None if outcome == "cancelled" else ran)
+            graph = state.graph_for(run.method)
+        except ValueError as exc:
+            raise APIError(400, f"'model': {exc}", param="model") from None
+        wire = MessageStreamWire(message_id(), run.model, thinking=shown)
+        return await _answer(
+            state, request, graph, run, wire, lambda r: message_body(run, r, wire.id, shown)
+        )
 
     return app
 
 
+async def _answer(
+    state: ServeState,
+    request: Request,
+    graph: Any,
+    run: RunRequest,
+    wire: StreamWire,
+    render: Callable[[PaCoReResult], dict[str, Any]],
+) -> Response:
+    """Admit the run, then stream it in ``wire``'s events or answer ``render(result)``."""
+    await state.admit(request)
+    inputs = {"messages": list(run.messages)}
+    if run.stream:
+        return _DisconnectAwareStream(_stream(state, graph, run, inputs, wire), state.release)
+    started = time.monotonic()
+    outcome = "failed"
+    try:
+        result = await _complete(state, request, graph, run, inputs)
+        outcome = "ok"
+        return JSONResponse(render(result))
+    except APIError as exc:
+        outcome = "cancelled" if exc.status == 499 else "failed"
+        raise
+    finally:
+        state.release()
+        ran = time.monotonic() - started
+        state.metrics.finished(outcome, None if outcome == "cancelled" else ran)
+
+
 async def _complete(
     state: ServeState, request: Request, graph: Any, run: RunRequest, inputs: dict[str, Any]
-) -> dict[str, Any]:
+) -> PaCoReResult:
     """Run to the end, or cancel the run when the client goes away first."""
-    id_ = completion_id()
     task = asyncio.ensure_future(graph.ainvoke(inputs, context=dict(run.settings)))
     watch = asyncio.ensure_future(_wait_disconnect(request))
     try:
@@ -429,14 +490,13 @@ async def _complete(
         raise _run_error(exc)
     result: PaCoReResult = task.result()["result"]
     state.metrics.result(result)
-    return completion_body(run, result, id_=id_)
+    return result
 
 
 async def _stream(
-    state: ServeState, graph: Any, run: RunRequest, inputs: dict[str, Any]
+    state: ServeState, graph: Any, run: RunRequest, inputs: dict[str, Any], wire: StreamWire
 ) -> AsyncIterator[bytes]:
-    """The SSE body: progress as reasoning, then the answer, usage and [DONE]."""
-    chunks = StreamChunks(id=completion_id(), model=run.model)
+    """The SSE body in ``wire``'s protocol: progress as reasoning, then the answer and usage."""
     schedule, synthesis = progress_schedule(run.method)
     if run.method.family == "pacore":
         schedule = (*run.rounds, 1)  # a body's rounds replace the model name's
@@ -459,38 +519,36 @@ async def _stream(
     outcome = "failed"
     started = time.monotonic()
     try:
-        yield sse(chunks.chunk({"role": "assistant", "content": ""}))
+        for out in wire.opening():
+            yield out
         while True:
             kind, payload = await queue.get()
             if kind == "item":
                 for delta in translator.feed(*payload):
-                    yield sse(chunks.chunk(delta))
+                    for out in wire.delta(delta):
+                        yield out
                 continue
             if kind == "error":
                 state.metrics.failure(payload)
                 err = _run_error(payload)
-                yield sse(error_body(err.status, err.message, code=err.code))
-                yield sse_done()
+                for out in wire.failure(err.status, err.message, err.code):
+                    yield out
                 finished = True
                 return
             break
         result = translator.result
         if result is None:
-            err = APIError(500, "the run ended without a result", code="internal_error")
-            yield sse(error_body(err.status, err.message, code=err.code))
-            yield sse_done()
+            for out in wire.failure(500, "the run ended without a result", "internal_error"):
+                yield out
             finished = True
             return
         state.metrics.result(result)
         outcome = "ok"
         for delta in translator.finish():
-            yield sse(chunks.chunk(delta))
-        if not translator.streamed_content:
-            yield sse(chunks.chunk({"content": result.answer}))
-        yield sse(chunks.chunk({}, finish_reason=result.final.finish_reason or "stop"))
-        if run.include_usage:
-            yield sse(chunks.usage(usage_body(result)))
-        yield sse_done()
+            for out in wire.delta(delta):
+                yield out
+        for out in wire.closing(result, translator.streamed_content):
+            yield out
         finished = True
     finally:
         if not task.done():

@@ -29,7 +29,7 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from pacore_graph.serve.errors import APIError, error_body
+from pacore_graph.serve.errors import APIError, error_body_for
 
 __all__ = ["BodyGuard", "decode_json", "json_depth"]
 
@@ -103,10 +103,9 @@ class BodyGuard:
 
 
 async def _refuse(scope: Scope, receive: Receive, send: Send, status: int, message: str) -> None:
-    """An OpenAI-style error; the connection is closed since the body may be unread."""
-    response = JSONResponse(
-        error_body(status, message), status_code=status, headers={"Connection": "close"}
-    )
+    """An error in the path's protocol's shape; the connection closes (the body may be unread)."""
+    body, sent = error_body_for(str(scope.get("path", "")), status, message)
+    response = JSONResponse(body, status_code=sent, headers={"Connection": "close"})
     await response(scope, receive, send)
 
 

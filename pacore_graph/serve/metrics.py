@@ -62,7 +62,7 @@ def _kinds() -> dict[str, str]:
     pending: list[type[ModelCallError]] = [ModelCallError]
     while pending:
         cls = pending.pop()
-        found[cls.__name__] = cls.default_kind
+        found[cls.__name__] = cls.kind
         pending.extend(cls.__subclasses__())
     return found
 

@@ -16,10 +16,26 @@ FIFO queue as PaCoRe runs), its ``n`` samples hold room in
 naming the field before anything is sent. Errors keep the server's rule:
 an upstream's error answer keeps its status but not its body (which may
 quote the upstream), and a failed connection is a 502 naming the kind only.
+
+What an upstream sends is bounded before it is kept (issue 31):
+
+- a JSON answer is read to its end or refused: more than
+  :data:`MAX_REPLY_BYTES` (declared or sent, after decompression) or a body
+  cut short is a 502, never a truncated 200 (one ``read(n)`` returned what
+  was buffered: 88 KB of a 200 KB answer went out as HTTP 200);
+- an upstream's ``GET /models`` is read up to :data:`MAX_MODELS_BYTES` (past
+  that its list is skipped, logged), parsed off the event loop, and keeps
+  its first :data:`MAX_MODEL_NAMES` names of at most
+  :data:`MAX_MODEL_NAME_CHARS` characters (the rest dropped, logged); one
+  refresh at a time, whatever the number of requests waiting on it (5M names
+  took the server to 2.39 GB and no answer in 120 s).
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
+import logging
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -27,17 +43,40 @@ from typing import Any
 
 import aiohttp
 
-from pacore_graph.errors import ERROR_KINDS
+from pacore_graph.errors import (
+    ModelCallError,
+    ResponseTooLargeError,
+    UpstreamTimeoutError,
+    UpstreamTransportError,
+)
 from pacore_graph.llm.credentials import resolve_api_key
 from pacore_graph.serve.errors import APIError
 from pacore_graph.settings.request_limits import RequestLimitError, RequestLimits
 
-__all__ = ["Passthrough", "PassthroughFailed", "PassthroughReply", "passthrough_budget"]
+__all__ = [
+    "MAX_MODELS_BYTES",
+    "MAX_MODEL_NAMES",
+    "MAX_MODEL_NAME_CHARS",
+    "MAX_REPLY_BYTES",
+    "Passthrough",
+    "PassthroughFailed",
+    "PassthroughReply",
+    "passthrough_budget",
+]
+
+_log = logging.getLogger("pacore_graph.serve")
 
 #: Seconds a fetched list of the upstreams' model names is trusted.
 MODELS_TTL_S = 30.0
 #: The largest non-streamed upstream answer relayed (a 131072-token reply is ~1 MB).
 MAX_REPLY_BYTES = 64 * 1024 * 1024
+#: The largest upstream ``GET /models`` body read: OpenAI's own list is ~10 KB, a
+#: vLLM entry ~1 KB; decoded JSON takes up to ~25x its bytes, so this bounds memory too.
+MAX_MODELS_BYTES = 2 * 1024 * 1024
+#: The most names kept from one upstream's list.
+MAX_MODEL_NAMES = 4096
+#: The longest model name kept (longer ones are skipped).
+MAX_MODEL_NAME_CHARS = 256
 
 
 def passthrough_budget(body: Mapping[str, Any], limits: RequestLimits) -> int:
@@ -118,7 +157,9 @@ class Passthrough:
         self._session: aiohttp.ClientSession | None = None
         self._in_flight = [0] * len(self.upstreams)
         self._names: tuple[str, ...] = (served_model,)
+        self._known = frozenset(self._names)
         self._fetched_at: float | None = None
+        self._refreshing = asyncio.Lock()
 
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None:
@@ -135,31 +176,56 @@ class Passthrough:
             await self._session.close()
             self._session = None
 
+    def _fresh(self) -> bool:
+        fetched = self._fetched_at
+        return fetched is not None and time.monotonic() - fetched < MODELS_TTL_S
+
     async def models(self) -> tuple[str, ...]:
-        """The names the upstreams serve: ``--model`` first, then theirs (cached)."""
-        now = time.monotonic()
-        if self._fetched_at is not None and now - self._fetched_at < MODELS_TTL_S:
+        """The names the upstreams serve: ``--model`` first, then theirs (cached).
+
+        One refresh at a time: requests arriving meanwhile wait for it and
+        share its list, so a slow or huge upstream list is fetched once.
+        """
+        if self._fresh():
             return self._names
-        names = [self.served_model]
-        for url in self.upstreams:
-            try:
-                async with self._client().get(
-                    f"{url}/models", timeout=aiohttp.ClientTimeout(total=5)
-                ) as resp:
-                    listed = (await resp.json()).get("data", []) if resp.status == 200 else []
-            except (aiohttp.ClientError, TimeoutError, ValueError, AttributeError):
-                continue  # a replica down now: the others' names (and --model) stand
-            for entry in listed if isinstance(listed, list) else []:
-                name = entry.get("id") if isinstance(entry, dict) else None
-                if isinstance(name, str) and name and name not in names:
-                    names.append(name)
-        self._names = tuple(names)
-        self._fetched_at = now
-        return self._names
+        async with self._refreshing:
+            if self._fresh():
+                return self._names
+            names = dict.fromkeys([self.served_model])
+            for index, url in enumerate(self.upstreams):
+                for name in await self._listed(index, url):
+                    names.setdefault(name)
+            self._names = tuple(names)
+            self._known = frozenset(names)
+            self._fetched_at = time.monotonic()
+            return self._names
+
+    async def _listed(self, index: int, url: str) -> list[str]:
+        """Upstream ``index``'s model names, bounded (module doc); ``[]`` if it has none now."""
+        try:
+            async with self._client().get(
+                f"{url}/models", timeout=aiohttp.ClientTimeout(total=5)
+            ) as resp:
+                if resp.status != 200:
+                    return []
+                raw = await _read_capped(resp, MAX_MODELS_BYTES)
+        except (aiohttp.ClientError, TimeoutError):
+            return []  # a replica down now: the others' names (and --model) stand
+        if raw is None:
+            _log.warning(
+                "upstream #%d's model list is larger than %d bytes: its names are not served",
+                index,
+                MAX_MODELS_BYTES,
+            )
+            return []
+        return await asyncio.to_thread(_model_names, raw, index)
 
     async def serves(self, name: str) -> bool:
         """Whether ``name`` is a model an upstream serves."""
-        return name == self.served_model or name in await self.models()
+        if name == self.served_model:
+            return True
+        await self.models()
+        return name in self._known
 
     async def forward(self, raw: bytes, *, stream: bool) -> PassthroughReply:
         """Send the body as it came; the answer read whole, or opened for relaying."""
@@ -173,10 +239,10 @@ class Passthrough:
             )
         except TimeoutError:
             self._in_flight[index] -= 1
-            raise _failed(index, "timeout") from None
+            raise PassthroughFailed(index, UpstreamTimeoutError) from None
         except aiohttp.ClientError:
             self._in_flight[index] -= 1
-            raise _failed(index, "transport") from None
+            raise PassthroughFailed(index, UpstreamTransportError) from None
         content_type = resp.headers.get("Content-Type", "application/json")
         try:
             if stream and resp.status == 200:
@@ -185,14 +251,14 @@ class Passthrough:
                 )
                 resp = None  # type: ignore[assignment]  # released by the relay
                 return opened
-            body = await resp.content.read(MAX_REPLY_BYTES + 1)
-            if len(body) > MAX_REPLY_BYTES:
-                raise _failed(index, "response_too_large")
+            body = await _read_capped(resp, MAX_REPLY_BYTES)
+            if body is None:
+                raise PassthroughFailed(index, ResponseTooLargeError)
             return PassthroughReply(index, resp.status, content_type, body)
         except TimeoutError:
-            raise _failed(index, "timeout") from None
+            raise PassthroughFailed(index, UpstreamTimeoutError) from None
         except aiohttp.ClientError:
-            raise _failed(index, "transport") from None
+            raise PassthroughFailed(index, UpstreamTransportError) from None
         finally:
             if resp is not None:
                 resp.release()
@@ -205,16 +271,56 @@ class Passthrough:
         return done
 
 
+async def _read_capped(resp: aiohttp.ClientResponse, cap: int) -> bytes | None:
+    """The whole body (decompressed), or ``None`` past ``cap`` bytes, declared or sent.
+
+    Read to its end: a body cut short raises ``aiohttp.ClientPayloadError``
+    (a ``ClientError``), never returns what was buffered.
+    """
+    declared = resp.content_length
+    if declared is not None and declared > cap and "Content-Encoding" not in resp.headers:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in resp.content.iter_any():
+        size += len(chunk)
+        if size > cap:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _model_names(raw: bytes, index: int) -> list[str]:
+    """(worker thread) The names of a ``GET /models`` body, bounded; ``[]`` if it is not one."""
+    try:
+        listed = json.loads(raw)
+    except (ValueError, RecursionError):
+        return []
+    data = listed.get("data") if isinstance(listed, dict) else None
+    entries: list[Any] = data if isinstance(data, list) else []
+    names: dict[str, None] = {}
+    for entry in entries:
+        name = entry.get("id") if isinstance(entry, dict) else None
+        if isinstance(name, str) and 0 < len(name) <= MAX_MODEL_NAME_CHARS:
+            names.setdefault(name)
+            if len(names) == MAX_MODEL_NAMES:
+                if len(entries) > MAX_MODEL_NAMES:
+                    _log.warning(
+                        "upstream #%d lists more than %d models: the first %d are served",
+                        index,
+                        MAX_MODEL_NAMES,
+                        MAX_MODEL_NAMES,
+                    )
+                break
+    return list(names)
+
+
 class PassthroughFailed(APIError):
-    """A relayed call that got no answer; ``kind`` is an ``ERROR_KINDS`` key."""
+    """A relayed call that got no answer, failing as ``failure`` would (its ``kind``)."""
 
-    def __init__(self, upstream: int, kind: str, message: str) -> None:
-        super().__init__(502, message, code="upstream_error")
+    def __init__(self, upstream: int, failure: type[ModelCallError]) -> None:
+        super().__init__(
+            502, f"upstream #{upstream} call failed: {failure.kind_text}", code="upstream_error"
+        )
         self.upstream = upstream
-        self.kind = kind
-
-
-def _failed(upstream: int, kind: str) -> PassthroughFailed:
-    return PassthroughFailed(
-        upstream, kind, f"upstream #{upstream} call failed: {ERROR_KINDS.get(kind, 'error')}"
-    )
+        self.kind = failure.kind

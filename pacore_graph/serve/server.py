@@ -17,7 +17,6 @@ would stay open for ever; :func:`header_deadline_protocol` closes it.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import sys
 from types import FrameType
 from typing import Any
@@ -25,6 +24,7 @@ from typing import Any
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from pacore_graph.embedded.server import is_loopback
 from pacore_graph.serve.app import ServeState, create_app
 from pacore_graph.serve.settings import ServeSettings
 
@@ -39,16 +39,6 @@ __all__ = [
 
 #: Largest request line plus headers accepted (h11's incomplete-event limit).
 MAX_REQUEST_HEAD_BYTES = 16 * 1024
-
-
-def is_loopback(host: str) -> bool:
-    """Whether binding ``host`` only accepts connections from this machine."""
-    if host.strip().lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False  # a host name: it may resolve to anything
 
 
 class _HeaderDeadline(H11Protocol):

@@ -1,4 +1,4 @@
-"""Server-Sent Events in OpenAI's ``chat.completion.chunk`` format.
+"""Server-Sent Events in OpenAI's ``chat.completion.chunk`` format, and the wire seam.
 
 While the rounds run, their progress goes out as ``reasoning_content``
 deltas (reasoning-model clients show it as thinking); then the answer goes
@@ -26,11 +26,21 @@ import json
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from pacore_graph.graph.records import PaCoReResult, Trajectory
+from pacore_graph.serve.errors import error_body
+from pacore_graph.serve.protocol import usage_body
 
-__all__ = ["ProgressTranslator", "StreamChunks", "ThinkSplitter", "sse", "sse_done"]
+__all__ = [
+    "ChatStreamWire",
+    "ProgressTranslator",
+    "StreamChunks",
+    "StreamWire",
+    "ThinkSplitter",
+    "sse",
+    "sse_done",
+]
 
 
 def sse(data: Mapping[str, Any]) -> bytes:
@@ -72,6 +82,50 @@ class StreamChunks:
             "choices": [],
             "usage": dict(usage),
         }
+
+
+class StreamWire(Protocol):
+    """One protocol's events for a streamed run: the pump calls these in order.
+
+    ``opening`` once, ``delta`` for each ``{"reasoning_content": ...}`` or
+    ``{"content": ...}`` the :class:`ProgressTranslator` yields, then either
+    ``closing`` (the run's record; ``streamed_content`` says whether the answer
+    already went out as content deltas) or ``failure`` (a public message only).
+    """
+
+    def opening(self) -> Iterator[bytes]: ...
+
+    def delta(self, delta: Mapping[str, Any]) -> Iterator[bytes]: ...
+
+    def failure(self, status: int, message: str, code: str | None) -> Iterator[bytes]: ...
+
+    def closing(self, result: PaCoReResult, streamed_content: bool) -> Iterator[bytes]: ...
+
+
+@dataclass(slots=True)
+class ChatStreamWire:
+    """OpenAI's ``chat.completion.chunk`` events, ending with ``data: [DONE]``."""
+
+    chunks: StreamChunks
+    include_usage: bool = False
+
+    def opening(self) -> Iterator[bytes]:
+        yield sse(self.chunks.chunk({"role": "assistant", "content": ""}))
+
+    def delta(self, delta: Mapping[str, Any]) -> Iterator[bytes]:
+        yield sse(self.chunks.chunk(delta))
+
+    def failure(self, status: int, message: str, code: str | None) -> Iterator[bytes]:
+        yield sse(error_body(status, message, code=code))
+        yield sse_done()
+
+    def closing(self, result: PaCoReResult, streamed_content: bool) -> Iterator[bytes]:
+        if not streamed_content:
+            yield sse(self.chunks.chunk({"content": result.answer}))
+        yield sse(self.chunks.chunk({}, finish_reason=result.final.finish_reason or "stop"))
+        if self.include_usage:
+            yield sse(self.chunks.usage(usage_body(result)))
+        yield sse_done()
 
 
 _OPEN, _CLOSE = "<think>", "</think>"

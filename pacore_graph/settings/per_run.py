@@ -77,7 +77,13 @@ RUN_SETTINGS = per_run_names()
 
 
 class SettingsError(PaCoReError, ValueError):
-    """A per-run setting (``context`` or ``config["configurable"]``) is invalid."""
+    """A per-run setting (``context`` or ``config["configurable"]``) is invalid.
+
+    A ``ValueError`` too, because LangGraph catches it as one: its API server
+    (``langgraph dev``, the platform) tells a client the message of a builtin
+    error only (others become "An internal error occurred"), and a bad
+    ``context`` is the client's to fix; its ``RetryPolicy`` does not retry one.
+    """
 
 
 def _annotation(name: str) -> Any:

@@ -61,7 +61,7 @@ MAX_ROUNDS_CEILING = 1024
 LimitedField = Literal["rounds", "max_tokens"]
 
 
-class RequestLimitError(PaCoReError, ValueError):
+class RequestLimitError(PaCoReError):
     """A request asks for more than a cap allows; ``field`` is ``rounds`` or ``max_tokens``."""
 
     def __init__(self, field: LimitedField, message: str) -> None:

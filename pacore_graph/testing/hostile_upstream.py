@@ -12,15 +12,21 @@ for every request by the ``attack`` option. A request without a marker gets
 the ordinary scripted reply (:class:`~pacore_graph.testing.ScriptedServer`).
 See :data:`ATTACKS` for the list; ``size`` is the byte count of the huge
 ones, ``drip_interval`` the pause between the bytes of the slow ones.
+``truncated_body`` declares ``size`` bytes of answer and hangs up halfway.
+``model_names`` makes ``GET /v1/models`` list that many names (its own
+model's first), written as they are made, so a list of millions costs this
+server no memory.
 
 Run it alone: ``python -m pacore_graph.testing.hostile_upstream --port 0
-[--attack huge_body] [--size 200000000]`` prints ``READY <base_url>``.
+[--attack huge_body] [--size 200000000] [--model-names 5000000]`` prints
+``READY <base_url>``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import re
 import zlib
@@ -42,6 +48,7 @@ __all__ = [
 ]
 
 _CHUNK = 1 << 20
+_NAMES_PER_BLOCK = 10_000
 _MARKER = re.compile(r"HOSTILE:([a-z_]+)(@odd)?")
 
 
@@ -126,6 +133,7 @@ ATTACKS: frozenset[str] = frozenset(
     {
         "huge_body",
         "huge_declared",
+        "truncated_body",
         "huge_error",
         "gzip_bomb",
         "slow_body",
@@ -148,17 +156,23 @@ class HostileServer(ScriptedServer):
         attack: str | None = None,
         size: int = 200_000_000,
         drip_interval: float = 1.0,
+        model_names: int = 0,
         **kwargs: Any,
     ) -> None:
         if attack is not None and attack not in ATTACKS:
             raise ValueError(f"unknown attack {attack!r}")
-        if size < 1 or drip_interval < 0:
-            raise ValueError("size must be >= 1 and drip_interval >= 0")
+        if size < 1 or drip_interval < 0 or model_names < 0:
+            raise ValueError("size must be >= 1, drip_interval and model_names >= 0")
         kwargs.setdefault("shutdown_timeout", 0.2)
         super().__init__(**kwargs)
         self.attack = attack
         self.size = size
         self.drip_interval = drip_interval
+        self.model_names = model_names
+        self.models_requests = 0
+        """How many times ``GET /v1/models`` was asked."""
+        self.models_completed = 0
+        """How many huge model lists were written to their end (the client read on)."""
         self.attacks_sent: dict[str, int] = {}
         """How many times each attack was answered (tests check the client's retries)."""
         self.completed: dict[str, int] = {}
@@ -173,6 +187,36 @@ class HostileServer(ScriptedServer):
                 return None
             return found.group(1)
         return self.attack
+
+    async def _models(self, request: web.Request) -> web.StreamResponse:
+        self.models_requests += 1
+        if not self.model_names:
+            return await super()._models(request)
+        response = web.StreamResponse()
+        response.content_type = "application/json"
+        await response.prepare(request)
+        try:
+            await response.write(
+                b'{"object":"list","data":[{"id":%s}' % json.dumps(self.model).encode()
+            )
+            # Built once and numbered per block (one C-level replace), so a list of
+            # millions goes out as fast as the socket takes it, as a real server's would.
+            block = b"".join(b',{"id":"model-#####%04d"}' % i for i in range(_NAMES_PER_BLOCK))
+            left = self.model_names - 1
+            for number in itertools.count():
+                if left <= 0:
+                    break
+                names = block.replace(b"#####", b"%05d" % number)
+                if left < _NAMES_PER_BLOCK:
+                    names = names[: left * len(b',{"id":"model-000000000"}')]
+                await response.write(names)
+                left -= _NAMES_PER_BLOCK
+            await response.write(b"]}")
+            await response.write_eof()
+        except (ConnectionResetError, ConnectionError):
+            return response  # the client stopped reading: the point of a huge list
+        self.models_completed += 1
+        return response
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()
@@ -208,6 +252,21 @@ class HostileServer(ScriptedServer):
         tail = b'"}}],"usage":{"prompt_tokens":1,"completion_tokens":1}}'
         if attack == "huge_body":
             return await self._send(request, [head, *self._filler(), tail])
+        if attack == "truncated_body":
+            response = web.StreamResponse()
+            response.content_type = "application/json"
+            response.content_length = len(head) + self.size + len(tail)
+            await response.prepare(request)
+            await response.write(head)
+            left = self.size // 2
+            for part in self._filler():
+                if left <= 0:
+                    break
+                await response.write(part[:left])
+                left -= len(part)
+            assert request.transport is not None
+            request.transport.close()  # hang up with half the declared length unsent
+            return response
         if attack == "huge_declared":
             return await self._send(
                 request, [head, *self._filler(), tail], length=len(head) + self.size + len(tail)
@@ -287,6 +346,9 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--attack", choices=sorted(ATTACKS), help="answer every request so")
     parser.add_argument("--size", type=int, default=200_000_000, help="bytes of a huge answer")
     parser.add_argument("--drip-interval", type=float, default=1.0, help="seconds per slow byte")
+    parser.add_argument(
+        "--model-names", type=int, default=0, help="names GET /v1/models lists (0: one)"
+    )
     return parser.parse_args(argv)
 
 
@@ -297,6 +359,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         attack=args.attack,
         size=args.size,
         drip_interval=args.drip_interval,
+        model_names=args.model_names,
         model=args.model,
         host=args.host,
         port=args.port,

@@ -316,7 +316,7 @@ class ScriptedServer(LoopbackServer):
     async def _health(self, request: web.Request) -> web.Response:
         return web.Response(text="ok")
 
-    async def _models(self, request: web.Request) -> web.Response:
+    async def _models(self, request: web.Request) -> web.StreamResponse:
         body = {
             "object": "list",
             "data": [{"id": self.model, "object": "model", "created": 0, "owned_by": "scripted"}],

@@ -115,3 +115,28 @@ def test_the_summary_counts_rounds_failures_and_tokens() -> None:
         "rounds: 2 (3+1)  trajectories: 4  failures: 1  truncated: 1  "
         "effective TTC: 15 tokens (12, 3)  wall: 2.3s"
     )
+
+
+@pytest.mark.embedded
+async def test_a_slow_embedded_start_is_not_a_silent_one(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """While the embedded model loads (2-3 s here, 9 s at load 14) a line comes every few seconds.
+
+    The real model starts; the interval is shortened so its start spans several.
+    """
+    import argparse
+
+    from embedded_support import require_embedded
+
+    from pacore_graph.cli import common
+
+    require_embedded()
+    monkeypatch.setattr(common, "_STARTING_HEARTBEAT", 0.2)
+    async with common._endpoint(argparse.Namespace(base_url=None, model=None)) as endpoint:
+        assert endpoint.base_urls[0].startswith("http://127.0.0.1:")
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("starting the embedded model server")
+    assert lines[-1].startswith("embedded server ready in ")
+    beats = lines[1:-1]
+    assert beats and all(b.startswith("  still starting the embedded model, ") for b in beats)

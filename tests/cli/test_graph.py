@@ -72,3 +72,62 @@ def test_a_missing_results_file_is_a_usage_error(
     assert main(argv) == EXIT_USAGE
     err = capsys.readouterr().err.strip()
     assert err.startswith("pacore: error: ") and "none.jsonl" in err
+
+
+def _eval_results(tmp_path: Path) -> Path:
+    """An eval results file where problem p1 was run by two methods."""
+    result = PaCoReResult(
+        answer="\\boxed{4}",
+        reasoning=None,
+        rounds=((Trajectory(round=0, index=0, content="\\boxed{4}", message="\\boxed{4}"),),),
+        schedule=(1,),
+    )
+    lines = [
+        {
+            "method": m,
+            "family": m.split(":")[0],
+            "problem_id": "p1",
+            "sample": 0,
+            "ground_truth": "4",
+            "error": None,
+            "result": result.to_dict(),
+        }
+        for m in ("pacore:low", "majority:4")
+    ]
+    path = tmp_path / "eval-results.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        (["--id", "nope"], "no run of problem 'nope'"),
+        (["--id", "p1", "--method", "rsa:4,2,2"], "has no run of method 'rsa:4,2,2'"),
+        (["--id", "p1"], "was run by several methods"),
+    ],
+    ids=["unknown-id", "unknown-method", "ambiguous"],
+)
+def test_a_run_not_in_the_file_is_bad_input_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], says: str
+) -> None:
+    """The README's table: unusable input is exit 2 and ``pacore: error:``, not a failed run."""
+    png = tmp_path / "g.png"
+    assert main(["graph", str(_eval_results(tmp_path)), *extra, "--out", str(png)]) == EXIT_USAGE
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("pacore: error: ") and "\n" not in err
+    assert says in err
+    assert not png.exists()
+
+
+def test_the_ambiguous_run_hint_names_the_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    results = _eval_results(tmp_path)
+    argv = ["graph", str(results), "--id", "p1", "--out", str(tmp_path / "g.png")]
+    assert main(argv) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "pacore:low, majority:4" in err and "--method METHOD" in err
+    # ... and the flag it names works.
+    assert main([*argv, "--method", "majority:4"]) == 0
+    assert (tmp_path / "g.png").exists()

@@ -35,3 +35,25 @@ def test_exporting_from_a_missing_gguf_writes_nothing(
     assert main(["model", "export", "--out", str(out), "--gguf", str(gguf)]) == EXIT_USAGE
     assert one_line_error(capsys).endswith(f"GGUF file {gguf} does not exist")
     assert not out.exists()
+
+
+def test_serving_off_loopback_needs_allow_no_auth_and_then_warns(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 31: ``--host`` off loopback bound the network with no key and no word."""
+    for host in ("0.0.0.0", "::", "192.168.1.20", "my-host"):
+        for folder in ([str(tmp_path)], []):  # a model folder, and the embedded model
+            assert main(["model", "serve", *folder, "--host", host, "--port", "1"]) == EXIT_USAGE
+            err = one_line_error(capsys)
+            assert f"--host {host} is reachable from other machines" in err
+            assert "--allow-no-auth" in err and "--api-key" in err
+    # Allowed: the warning, then the server would start (here: the folder is no model).
+    argv = ["model", "serve", str(tmp_path), "--host", "0.0.0.0", "--allow-no-auth", "--port", "1"]
+    assert main(argv) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "WARNING: serving on 0.0.0.0 WITHOUT AUTHENTICATION" in err
+    assert err.strip().endswith("is not a model folder (no config.json)")
+    for host in ("127.0.0.1", "::1", "localhost"):
+        assert main(["model", "serve", str(tmp_path), "--host", host, "--port", "1"]) == EXIT_USAGE
+        err = capsys.readouterr().err
+        assert "WARNING" not in err and "not a model folder" in err

@@ -47,3 +47,28 @@ def test_export_episodes_of_a_missing_file_is_a_usage_error(
     assert main(["export-episodes", str(tmp_path / "none.jsonl"), "--out", str(out)]) == EXIT_USAGE
     assert "none.jsonl" in one_line_error(capsys)
     assert not out.exists()
+
+
+def test_train_under_the_one_process_trap_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``accelerate launch --cpu --num_processes 2`` started one process: exit 2, one line."""
+    pytest.importorskip("trl")  # the [rl] extra: without it the command names what is missing
+    for name in ("WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    monkeypatch.setenv("ACCELERATE_USE_CPU", "true")
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    out = tmp_path / "out"
+    argv = [
+        "train",
+        "--dataset",
+        str(tmp_path / "none.jsonl"),
+        "--model",
+        "m",
+        "--output-dir",
+        str(out),
+    ]
+    assert main(argv) == EXIT_USAGE
+    assert "starts one process" in one_line_error(capsys)
+    assert not out.exists()

@@ -71,6 +71,21 @@ def test_suite_usage_errors(
     assert model.request_count == before
 
 
+def test_a_suite_dataset_that_cannot_be_used_is_a_usage_error(
+    servers: tuple[ScriptedServer, ScriptedServer], tmp_path: Path, capsys: Any
+) -> None:
+    """A malformed row of a benchmark's copy is the dataset's fault: exit 2, one line."""
+    model, judge = servers
+    data = fixtures(tmp_path / "data")
+    broken = tmp_path / "data" / "hmmt_feb_2025" / "train.parquet"
+    broken.write_bytes(b"not parquet at all")
+    before = model.request_count
+    assert main(suite_argv(model, judge, data, tmp_path / "out")) == EXIT_USAGE
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("pacore: error: ") and "\n" not in err, err
+    assert model.request_count == before
+
+
 def test_eval_without_dataset_or_suite_is_a_usage_error(tmp_path: Path, capsys: Any) -> None:
     assert (
         main(

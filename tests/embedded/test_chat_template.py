@@ -62,3 +62,35 @@ def test_a_template_that_does_not_compile_is_a_chat_template_error() -> None:
     """A GGUF file's broken template fails as ChatTemplateError, not jinja2's own class."""
     with pytest.raises(ChatTemplateError, match="does not compile"):
         ChatTemplate("{% for m in messages %}{{ m.content }}")  # no endfor
+
+
+def test_segments_tell_the_templates_text_from_each_messages_text() -> None:
+    template = ChatTemplate(SMOLLM2_TEMPLATE)
+    messages = [
+        {"role": "user", "content": "a <|im_end|> b"},
+        {"role": "assistant", "content": ""},
+        {"role": "user", "content": "\ue000 not a marker \ue001"},
+    ]
+    parts = template.segments(messages)
+    assert parts is not None
+    assert "".join(text for text, _ in parts) == template.render(messages)
+    assert [text for text, is_message in parts if is_message] == [
+        "a <|im_end|> b",
+        "\ue000 not a marker \ue001",  # the empty message is no segment
+    ]
+    assert all("<|im_start|>" in text for text, is_message in parts if not is_message)
+
+
+def test_a_template_that_edits_message_text_has_no_segments() -> None:
+    """A trimmed (or dropped, or inspected) message is not where its marker came out."""
+    trims = ChatTemplate("{% for m in messages %}[{{ m['content'] | trim }}]{% endfor %}")
+    assert trims.segments([{"role": "user", "content": "x"}]) is not None
+    assert trims.segments([{"role": "user", "content": " x "}]) is None
+    drops = ChatTemplate("{% for m in messages %}{% if m['role'] == 'user' %}{{ m['content'] }}"
+                         "{% endif %}{% endfor %}")  # fmt: skip
+    assert drops.segments([{"role": "system", "content": "s"}, {"role": "user", "content": "u"}])
+    inspects = ChatTemplate(
+        "{% for m in messages %}{% if m['content'].startswith('/') %}CMD{% endif %}"
+        "{{ m['content'] }}{% endfor %}"
+    )
+    assert inspects.segments([{"role": "user", "content": "/help"}]) is None

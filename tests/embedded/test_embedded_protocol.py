@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from typing import Any
@@ -91,6 +92,39 @@ def test_bad_fields_are_one_line_errors_naming_the_parameter(
         assert error["param"] == param
     if fragment is not None:
         assert fragment in error["message"]
+
+
+def test_more_messages_than_allowed_are_refused_before_they_are_validated() -> None:
+    many = {"messages": [{"role": "user", "content": "a"}] * 5}
+    assert len(parse_request(many, max_n=1, max_messages=5).messages) == 5
+    with pytest.raises(RequestError, match="at most 4 messages") as caught:
+        parse_request(many, max_n=1, max_messages=4)
+    assert caught.value.param == "messages"
+    # Counted before validation: a list of junk past the cap is refused for its length.
+    with pytest.raises(RequestError, match="at most 4 messages"):
+        parse_request({"messages": [None] * 10_000}, max_n=1, max_messages=4)
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"messages": [{"role": "user", "content": "a\ud800b"}]}, "messages.0.content"),
+        (
+            {"messages": [_OK["messages"][0], {"role": "user", "content": [
+                {"type": "text", "text": "ok"}, {"type": "text", "text": "\udfff"}]}]},
+            "messages.1.content",
+        ),
+        ({**_OK, "stop": ["fine", "x\udc80"]}, "stop.1"),
+    ],
+)  # fmt: skip
+def test_a_lone_surrogate_is_a_400_naming_its_field(body: dict[str, Any], param: str) -> None:
+    """Valid JSON (a ``\\ud800`` escape) but no character: before issue 31, a 500."""
+    with pytest.raises(RequestError, match="lone surrogate") as caught:
+        parse_request(body, max_n=1)
+    assert caught.value.param == param
+    # A pair of escapes is one character: JSON joins it (Python's literal would not).
+    pair = json.loads('{"messages": [{"role": "user", "content": "\\ud83d\\ude42"}]}')
+    assert parse_request(pair, max_n=1).messages[0].text() == "\U0001f642"
 
 
 def test_a_body_that_is_not_an_object_is_refused() -> None:

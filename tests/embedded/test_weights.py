@@ -68,7 +68,7 @@ def test_missing_package_error_names_the_fix(monkeypatch: pytest.MonkeyPatch, mi
     assert missing in message
     assert "pip install 'pacore-graph[embedded]'" in message
     assert "pacore model install" in message
-    assert isinstance(caught.value, RuntimeError)
+    assert isinstance(caught.value, PaCoReError)
 
 
 def test_missing_modules_names_only_the_absent_ones() -> None:

@@ -12,7 +12,7 @@ import time
 
 from hostile_support import FAST, ask, errors, hostile
 
-from pacore_graph.errors import ModelCallError
+from pacore_graph.errors import UpstreamStatusError
 from pacore_graph.llm.call_deadline import CallDeadline
 from pacore_graph.llm.multi_client import MultiEndpointClient
 from pacore_graph.settings.config import RetryPolicy, SamplingParams
@@ -41,9 +41,12 @@ def test_a_passed_deadline_allows_nothing() -> None:
 
 def test_expire_marks_the_error_final_and_leaves_the_original_alone() -> None:
     deadline = passed(seconds=2.5)
-    original = ModelCallError("HTTP 503 from u: busy", retryable=True, server_wide=True)
+    original = UpstreamStatusError(
+        "HTTP 503 from u: busy", status=503, retryable=True, server_wide=True
+    )
     final = deadline.expire(original)
     assert not final.retryable and not final.server_wide
+    assert isinstance(final, UpstreamStatusError) and final.status == 503
     assert f"call deadline of {deadline.seconds:g}s reached" in str(final)
     assert original.retryable and original.server_wide  # untouched
     fresh = deadline.expire()

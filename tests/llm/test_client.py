@@ -32,7 +32,7 @@ from llm_support import (
     user,
 )
 
-from pacore_graph.errors import ModelCallError
+from pacore_graph.errors import ModelCallError, UpstreamTransportError
 from pacore_graph.graph.records import Completion
 from pacore_graph.llm.client import ChatClient, OpenAICompatClient
 from pacore_graph.settings.config import RetryPolicy, SamplingParams
@@ -221,7 +221,7 @@ async def test_unreachable_server_cannot_reach() -> None:
     assert "cannot reach" in message
     assert f"{url}/chat/completions" in message
     assert info.value.attempts == 2
-    assert info.value.status is None
+    assert type(info.value) is UpstreamTransportError and info.value.server_wide
 
 
 # --------------------------------------------------------------------------- servers ignoring n

@@ -15,7 +15,7 @@ import pytest
 from hostile_support import SMALL, ask
 
 from pacore_graph import build_pacore_graph
-from pacore_graph.errors import ModelCallError
+from pacore_graph.errors import InvalidPromptError, ModelCallError
 from pacore_graph.graph.builder import ainvoke_pacore
 from pacore_graph.llm.client import ChatClient, OpenAICompatClient
 from pacore_graph.llm.multi_client import MultiEndpointClient, chat_client_for
@@ -417,6 +417,29 @@ async def test_replica_errors_name_their_replica_by_index() -> None:
             await client.aclose()
     assert seen == {1: "upstream 1 call failed: malformed reply"}
     assert all(r.healthy for r in client.stats())  # a bad answer does not eject the replica
+
+
+async def test_a_prompt_that_cannot_be_sent_takes_no_replica_out() -> None:
+    """Our own bad input (a lone surrogate) is not a replica's failure: none is ejected."""
+
+    async def ignore(kind: str, text: str) -> None:
+        return None
+
+    async with ScriptedServer() as a, ScriptedServer() as b:
+        client = MultiEndpointClient([a.base_url, b.base_url], "scripted", retry=FAST)
+        try:
+            for _ in range(2):
+                with pytest.raises(InvalidPromptError):
+                    await client.complete_each(user("caf\udce9"), n=2, params=PARAMS)
+                with pytest.raises(InvalidPromptError):
+                    await client.stream(user("caf\udce9"), params=PARAMS, on_delta=ignore)
+            good = await client.complete(user("q"), params=PARAMS)
+        finally:
+            await client.aclose()
+    assert good[0].content
+    assert [s.ejections for s in client.stats()] == [0, 0]
+    assert all(s.healthy for s in client.stats())
+    assert len(a.requests) + len(b.requests) == 1  # the bad prompt was never sent
 
 
 async def test_a_replica_stream_error_names_its_replica() -> None:

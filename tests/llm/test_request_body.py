@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from pacore_graph.errors import ModelCallError
+from pacore_graph.errors import InvalidPromptError
 from pacore_graph.llm.request_body import chat_body, encode, single_sample
 from pacore_graph.settings.config import SamplingParams
 
@@ -40,9 +40,10 @@ def test_unset_max_tokens_is_not_sent() -> None:
 
 def test_a_prompt_that_is_not_unicode_is_refused_before_anything_is_sent() -> None:
     bad = [{"role": "user", "content": "caf\udce9"}]  # a lone surrogate
-    with pytest.raises(ModelCallError, match="not valid UTF-8") as caught:
+    with pytest.raises(InvalidPromptError, match="not valid UTF-8") as caught:
         chat_body("m", bad, PARAMS)
-    assert caught.value.kind == "other"  # our input, not the upstream's fault
+    assert caught.value.kind == "invalid_prompt"  # our input, not the upstream's fault
+    assert not caught.value.retryable
 
 
 def test_a_single_sample_keeps_the_sampling_and_takes_its_own_seed() -> None:

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from pacore_graph.errors import ModelCallError, UpstreamStatusError
+from pacore_graph.errors import ModelCallError, UpstreamStatusError, UpstreamTransportError
 from pacore_graph.llm.call_deadline import CallDeadline
 from pacore_graph.llm.client import OpenAICompatClient
-from pacore_graph.llm.retry import call_with_retry, next_attempt
+from pacore_graph.llm.retry import asked_wait, call_with_retry, next_attempt
 from pacore_graph.settings.config import RetryPolicy, SamplingParams
 from pacore_graph.testing import ScriptedServer
 
@@ -99,6 +99,15 @@ def test_the_servers_retry_after_is_the_wait() -> None:
     policy = RetryPolicy(max_attempts=3, jitter=0.0)
     _, wait = next_attempt(busy(retry_after=2.0), 1, policy, LONG, random.Random(0))
     assert wait == 2.0
+
+
+def test_only_a_status_error_asks_for_a_wait() -> None:
+    """``Retry-After`` is a status error's field; any other failure backs off by the policy."""
+    assert asked_wait(busy(retry_after=2.0)) == 2.0 and asked_wait(busy()) is None
+    cut = UpstreamTransportError("cannot reach u", retryable=True)
+    assert not hasattr(cut, "retry_after") and asked_wait(cut) is None
+    policy = RetryPolicy(max_attempts=3, jitter=0.0)
+    assert next_attempt(cut, 1, policy, LONG, random.Random(0))[1] == policy.backoff(1)
 
 
 def test_the_last_attempt_gives_up_saying_so() -> None:

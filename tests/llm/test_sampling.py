@@ -200,3 +200,55 @@ async def test_a_stream_without_content_is_a_failure_with_its_cause() -> None:
     async with ScriptedServer(thinks_too_long) as srv, direct(srv.base_url) as client:
         with pytest.raises(ModelCallError, match="no content"):
             await client.stream(user("Q"), params=params, on_delta=ignore)
+
+
+_CLIENT_SCRIPT = """
+import asyncio, sys
+from pacore_graph.llm.client import OpenAICompatClient
+from pacore_graph.llm.multi_client import MultiEndpointClient
+from pacore_graph.settings.config import SamplingParams
+
+url, closing = sys.argv[1], sys.argv[2] == "with"
+HI = [{"role": "user", "content": "hi"}]
+
+
+async def main():
+    for client in (OpenAICompatClient(url, "m"), MultiEndpointClient([url], "m")):
+        if closing:
+            async with client:
+                out = await client.complete(HI, n=2, params=SamplingParams())
+        else:
+            out = await client.complete(HI, n=2, params=SamplingParams())
+        print(type(client).__name__, len(out))
+
+asyncio.run(main())
+"""
+
+
+def test_clients_used_with_async_with_leave_nothing_open(tmp_path: Any) -> None:
+    """``async with`` closes the pooled sessions: no "Unclosed client session" at exit.
+
+    Both shipped HTTP clients run in one process (aiohttp warns when the
+    interpreter collects an open session, at exit); the same script without
+    ``async with`` does warn, so the check can fail.
+    """
+    import subprocess
+    import sys
+
+    script = tmp_path / "client.py"
+    script.write_text(_CLIENT_SCRIPT)
+    with ScriptedServer().run_in_thread() as srv:
+        runs = {
+            how: subprocess.run(
+                [sys.executable, str(script), srv.base_url, how],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+            for how in ("with", "without")
+        }
+    assert runs["with"].returncode == 0, runs["with"].stderr
+    assert runs["with"].stdout.split() == ["OpenAICompatClient", "2", "MultiEndpointClient", "2"]
+    assert runs["with"].stderr == ""
+    assert runs["without"].stderr.count("Unclosed client session") == 2

@@ -58,5 +58,6 @@ def test_pacore_graph_command_draws_a_dataset_run(tmp_path: Path) -> None:
     graph = json.loads(js.read_text())
     assert len(graph["nodes"]) == 3 + 2 + 1
     assert len(graph["edges"]) == 3 * 2 + 2
-    assert main(["graph", str(out), "--id", "nope", "--out", str(png)]) == 1
+    # An unknown id is bad input (exit 2), as the README's table says; it was 1, "run failed".
+    assert main(["graph", str(out), "--id", "nope", "--out", str(png)]) == 2
     assert main(["graph", str(tmp_path / "missing.jsonl"), "--id", "p1", "--out", str(png)]) == 2

@@ -146,3 +146,60 @@ def test_drawing_without_matplotlib_names_the_extra(
     with pytest.raises(ImportError, match=re.escape("pip install 'pacore-graph[eval]'")):
         draw_message_graph(message_graph(scripted()), tmp_path / "g.png")
     assert not (tmp_path / "g.png").exists()
+
+
+def _truncated_top() -> PaCoReResult:
+    """4/2/1 where the top node of round 0 was cut by max_tokens (it wears the wider ring)."""
+    run = wide((4, 2, 1))
+    first = (traj(0, 0, "0", finish_reason="length"), *run.rounds[0][1:])
+    return PaCoReResult(
+        answer=run.answer, reasoning=None, rounds=(first, *run.rounds[1:]), schedule=(4, 2, 1)
+    )
+
+
+@pytest.mark.parametrize(
+    "result",
+    [wide((4, 2, 1)), wide((3, 2)), wide((16, 4, 1)), wide((32, 4, 1)), _truncated_top()],
+    ids=["4-2-1", "3-2", "16-4-1", "32-4-1", "4-2-1-truncated-top"],
+)
+def test_the_bus_label_is_drawn_clear_of_every_node(result: PaCoReResult) -> None:
+    """The round gap's label ("each of 2 read all 4 messages") sits above the top node.
+
+    It used to be 4 points above the bus's top, which is the top node's
+    centre: with a few large nodes (4/2/1) the disc covered it. Checked on the
+    rendered figure, in display coordinates: the label's box against every
+    node's disc (its centre and its radius from the scatter's marker size),
+    and inside the figure, below the title.
+    """
+    import math
+
+    from matplotlib.collections import PathCollection
+
+    fig = message_graph_figure(message_graph(result))
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+    ax = fig.axes[0]
+    labels = [t for t in ax.texts if t.get_text().startswith("each of ")]
+    assert labels, "a complete round gap is bundled and labelled"
+    px_per_pt = fig.dpi / 72.0
+    discs = []  # every disc and ring drawn, in pixels
+    for coll in ax.collections:
+        if not isinstance(coll, PathCollection) or not len(coll.get_offsets()):
+            continue
+        radius = math.sqrt(float(coll.get_sizes()[0])) / 2 * px_per_pt
+        for x, y in ax.transData.transform(coll.get_offsets()):
+            discs.append((x, y, radius))
+    assert len(discs) >= sum(result.schedule)
+    title = ax.title.get_window_extent(renderer)
+    figure = fig.bbox
+    for label in labels:
+        box = label.get_window_extent(renderer)
+        for x, y, r in discs:
+            # Nearest point of the box to the disc's centre is farther than its radius.
+            nx_ = min(max(x, box.x0), box.x1)
+            ny_ = min(max(y, box.y0), box.y1)
+            assert math.hypot(x - nx_, y - ny_) >= r, (
+                f"{label.get_text()!r} at {box} overlaps a node at ({x:.0f}, {y:.0f}) r={r:.0f}"
+            )
+        assert figure.x0 <= box.x0 and box.x1 <= figure.x1
+        assert box.y1 <= title.y0, "the label runs into the title"

@@ -19,7 +19,14 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from pacore_graph import PaCoReConfig, PaCoReResult, SamplingParams, build_pacore_graph
 from pacore_graph import ainvoke_pacore as invoke
-from pacore_graph.errors import UpstreamStatusError, UpstreamTimeoutError, UpstreamTransportError
+from pacore_graph.errors import (
+    InvalidPromptError,
+    ModelCallError,
+    UpstreamStatusError,
+    UpstreamStreamError,
+    UpstreamTimeoutError,
+    UpstreamTransportError,
+)
 from pacore_graph.otel import openinference as oi
 from pacore_graph.otel.conventions import UNKNOWN_ERROR_TYPE, error_type
 from pacore_graph.otel.spans import TraceOptions
@@ -185,6 +192,9 @@ def _response(status: int) -> httpx.Response:
         (UpstreamStatusError("HTTP 503 from http://x: y", status=503), "503"),
         (UpstreamTimeoutError("timed out after 3s"), "timeout"),
         (UpstreamTransportError("cannot reach http://x: refused"), "transport"),
+        (UpstreamStreamError("server reported an error mid-stream: oom"), "stream_error"),
+        (InvalidPromptError("the prompt is not valid UTF-8 text"), "invalid_prompt"),
+        (ModelCallError("a custom client's failure"), "ModelCallError"),
         (KeyError("k"), "KeyError"),
         # The openai SDK's errors (what LangChain's ChatOpenAI raises) carry their status.
         (openai.InternalServerError("boom", response=_response(500), body=None), "500"),

@@ -102,3 +102,89 @@ async def test_a_graph_that_ends_without_a_result_is_an_error() -> None:
 
     with pytest.raises(RuntimeError, match="without a result"):
         await run_live(NoResult(), "q", err=None, out=None)
+
+
+class Clock:
+    """A clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_quiet_round_gets_a_progress_line_every_heartbeat_off_a_terminal() -> None:
+    """The embedded model spends 10-30 s on a round with no explorer done: not a silent pipe."""
+    clock, err = Clock(), io.StringIO()
+    live = LiveRun(err, None, heartbeat=5.0, clock=clock)
+    live.progress({"event": "round_started", "round": 0, "width": 4})
+    for clock.now in (1.0, 2.0, 4.9):
+        live.tick()
+    assert err.getvalue().splitlines() == ["round 1: 4 explorer(s) started"]
+    clock.now = 5.0
+    live.tick()
+    clock.now = 6.0
+    live.progress({"event": "explorer_finished", "round": 0, "index": 2})  # 1 s after a line
+    clock.now = 10.2
+    live.progress({"event": "explorer_finished", "round": 0, "index": 0})  # 5.2 s after it
+    clock.now = 11.0
+    live.progress({"event": "round_compacted", "round": 0, "messages": 4, "failures": 0,
+                   "completion_tokens": 40})  # fmt: skip
+    clock.now = 30.0
+    live.tick()  # between rounds: nothing to report
+    assert err.getvalue().splitlines() == [
+        "round 1: 4 explorer(s) started",
+        "round 1: 0/4 explorer(s) done, 5 s",
+        "round 1: 2/4 explorer(s) done, 10 s",
+        "round 1: 4 message(s) kept, 40 tokens",
+    ]
+
+
+def test_on_a_terminal_the_counter_ticks_and_gives_way_to_the_answer() -> None:
+    clock, tty, out = Clock(), Terminal(), io.StringIO()
+    live = LiveRun(tty, out, clock=clock)
+    live.progress({"event": "round_started", "round": 1, "width": 1})
+    clock.now = 3.0
+    live.tick()
+    assert tty.getvalue().endswith("\r  0/1 done, 3 s")
+    live.token(AIMessageChunk(content="The answer"))
+    assert tty.getvalue().endswith("\r\x1b[K")  # the counter is wiped before the tokens
+    before = tty.getvalue()
+    clock.now = 9.0
+    live.tick()
+    live.progress({"event": "explorer_finished", "round": 1, "index": 0})
+    assert tty.getvalue() == before  # no counter drawn over the streamed answer
+    live.progress({"event": "round_compacted", "round": 1, "messages": 1, "failures": 0,
+                   "completion_tokens": 2})  # fmt: skip
+    # The line starts on a new line: the answer's last line is left as it is.
+    assert tty.getvalue()[len(before) :] == "\nround 2: 1 message(s) kept, 2 tokens\n"
+
+
+async def test_a_slow_server_gets_progress_lines_no_further_apart_than_the_heartbeat() -> None:
+    """Real HTTP: each request takes 1.2 s, the heartbeat is 0.4 s; stderr is a pipe."""
+    import time
+
+    from pacore_graph import OpenAICompatClient
+    from pacore_graph.testing import ScriptedServer
+
+    class Stamped(io.StringIO):
+        def __init__(self) -> None:
+            super().__init__()
+            self.stamps: list[float] = []
+
+        def write(self, text: str) -> int:
+            self.stamps += [time.monotonic()] * text.count("\n")
+            return super().write(text)
+
+    err = Stamped()
+    async with ScriptedServer(latency=1.2) as srv, OpenAICompatClient(srv.base_url, "m") as client:
+        graph = build_pacore_graph(client, config=PaCoReConfig(rounds=(2,)), tracing=False)
+        start = time.monotonic()
+        await run_live(graph, "What is 2 + 2?", err=err, out=None, heartbeat=0.4)
+    lines = err.getvalue().splitlines()
+    beats = [line for line in lines if "explorer(s) done" in line]
+    assert len(beats) >= 2, lines  # at least one per round of 1.2 s
+    assert all(line.endswith(" s") for line in beats)
+    gaps = [b - a for a, b in zip([start, *err.stamps], err.stamps, strict=False)]
+    assert max(gaps) < 0.4 + 0.5 + 0.3, (gaps, lines)  # heartbeat + tick + slack

@@ -172,6 +172,9 @@ def test_served_graph_takes_rounds_per_request_and_publishes_schemas(
         SETTINGS["top_p"].le,
     )
     assert_types_bounds_and_defaults(context)
+    # The config schema is not empty: LangGraph publishes the context schema under
+    # that name too (docs/serve.md says so), for clients that predate the run's context.
+    assert schemas["config_schema"] == schemas["context_schema"]
 
     thread = _call(f"{base}/threads", {})
     out = _call(

@@ -142,7 +142,7 @@ def test_two_apps_in_one_process_keep_separate_counts() -> None:
     assert value(second, "pacore_runs_total", outcome="queue_full") == 0
 
 
-def test_error_kind_of_a_subclass_name_is_its_default_kind() -> None:
+def test_error_kind_of_a_subclass_name_is_its_kind() -> None:
     assert error_kind(f"{UpstreamTimeoutError.__name__}: read timed out") == "timeout"
     assert error_kind("  HTTP 429 from http://u") == "status"
     assert error_kind("") == "other"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -17,11 +18,14 @@ import httpx
 import openai
 import pytest
 from aiohttp import web
+from responsive_support import Outcome, RSSPeak, post_json, watch_health
 from serve_support import RunningServe, running_serve
 
 from pacore_graph.serve import SERVED_MODELS, ServeSettings
+from pacore_graph.serve.passthrough import MAX_MODEL_NAMES, MAX_REPLY_BYTES
 from pacore_graph.settings.request_limits import RequestLimits
 from pacore_graph.testing import ScriptedServer
+from pacore_graph.testing.hostile_upstream import HostileServer, marker
 from pacore_graph.testing.loopback_server import LoopbackServer
 
 #: An answer no serializer of ours would produce: odd spacing, an extra field, key order.
@@ -227,3 +231,116 @@ async def test_relayed_requests_wait_in_the_same_queue() -> None:
             assert (await first).choices[0].message.content
             await client.close()
     assert slow.request_count == 1
+
+
+# -- issue 31: what an upstream sends is bounded before it is kept ---------------------------
+
+
+def _ask_hostile(srv: RunningServe, attack: str) -> httpx.Response:
+    sent = {"model": "scripted", "messages": [{"role": "user", "content": marker(attack)}]}
+    return httpx.post(f"{srv.base_url}/chat/completions", json=sent, timeout=120)
+
+
+def test_an_answer_larger_than_a_read_buffer_is_relayed_whole() -> None:
+    """Before: one ``read(n)`` gave what was buffered; 88 KB of 200 KB went out as a 200."""
+    with HostileServer(size=200_000).run_in_thread() as upstream:  # noqa: SIM117
+        with running_serve(_scripted(upstream)) as srv:
+            resp = _ask_hostile(srv, "huge_body")
+    assert resp.status_code == 200
+    content = resp.json()["choices"][0]["message"]["content"]
+    assert content == "a" * 200_000
+
+
+@pytest.mark.parametrize(
+    ("attack", "size", "kind"),
+    [
+        ("huge_body", MAX_REPLY_BYTES, "response too large"),  # sent past the cap
+        ("huge_declared", MAX_REPLY_BYTES, "response too large"),  # declared past it
+        ("gzip_bomb", MAX_REPLY_BYTES, "response too large"),  # past it once unpacked
+        ("truncated_body", 200_000, "connection failed"),  # hung up halfway
+    ],
+)
+def test_an_answer_over_the_cap_or_cut_short_is_a_clean_502(
+    attack: str, size: int, kind: str
+) -> None:
+    with HostileServer(size=size).run_in_thread() as upstream:  # noqa: SIM117
+        with running_serve(_scripted(upstream)) as srv:
+            resp = _ask_hostile(srv, attack)
+            after = httpx.post(
+                f"{srv.base_url}/chat/completions",
+                json={"model": "scripted", "messages": [{"role": "user", "content": "2+2?"}]},
+            )
+            active = srv.state.active
+    assert resp.status_code == 502, resp.text[:300]
+    error = resp.json()["error"]
+    assert error["code"] == "upstream_error"
+    assert kind in error["message"] and "127.0.0.1" not in resp.text
+    assert upstream.attacks_sent == {attack: 1}
+    assert after.status_code == 200 and active == 0  # the slot came back
+
+
+def test_a_long_model_list_keeps_its_first_names_and_is_fetched_once() -> None:
+    names = MAX_MODEL_NAMES + 5_000
+    with HostileServer(model_names=names).run_in_thread() as upstream:  # noqa: SIM117
+        with running_serve(_scripted(upstream)) as srv:
+
+            async def main() -> list[httpx.Response]:
+                async with httpx.AsyncClient(timeout=60) as client:
+                    asks = [
+                        client.post(
+                            f"{srv.base_url}/chat/completions",
+                            json={
+                                "model": f"nope-{i}",
+                                "messages": [{"role": "user", "content": "q"}],
+                            },
+                        )
+                        for i in range(20)
+                    ]
+                    return await asyncio.gather(*asks, client.get(f"{srv.base_url}/models"))
+
+            *refused, listed = asyncio.run(main())
+            known = httpx.post(
+                f"{srv.base_url}/chat/completions",
+                json={"model": "model-000000007", "messages": [{"role": "user", "content": "q"}]},
+            )
+    assert [r.status_code for r in refused] == [404] * 20
+    ids = [m["id"] for m in listed.json()["data"]]
+    assert ids[: len(SERVED_MODELS)] == list(SERVED_MODELS)
+    assert ids[len(SERVED_MODELS)] == "scripted"
+    assert len(ids) == len(SERVED_MODELS) + MAX_MODEL_NAMES  # the upstream's first names
+    assert ids[-1] == f"model-{MAX_MODEL_NAMES - 2:09d}"  # after "scripted", numbered from 0
+    assert upstream.models_requests == 1  # one refresh for 21 requests waiting on it
+    assert known.status_code == 200  # a kept name is relayed
+
+
+def test_a_huge_model_list_is_skipped_with_the_servers_memory_bounded() -> None:
+    """Before: 5M names took ``pacore serve`` to 2.39 GB and no answer in 120 s.
+
+    The server runs in this process, so this process's resident memory is
+    the server's growth (sampled while the requests are answered).
+    """
+    ask = json.dumps({"model": "nope", "messages": [{"role": "user", "content": "q"}]}).encode()
+    with HostileServer(model_names=5_000_000).run_in_thread() as upstream:  # noqa: SIM117
+        with running_serve(_scripted(upstream)) as srv, RSSPeak(os.getpid()) as rss:
+            base = srv.base_url.removesuffix("/v1")
+            jobs = [
+                lambda: post_json(f"{srv.base_url}/chat/completions", ask),
+                lambda: _get(f"{srv.base_url}/models"),
+            ]
+            watch = watch_health(f"{base}/health", jobs, timeout=120)
+    refused, listed = watch.outcomes
+    assert refused.status == 404, refused
+    assert listed.status == 200, listed
+    ids = [m["id"] for m in json.loads(listed.body)["data"]]
+    assert ids == [*SERVED_MODELS, "scripted"]  # the list was skipped, --model stands
+    assert max(refused.seconds, listed.seconds) < 30
+    assert watch.worst_health_s < 1.0, watch
+    assert upstream.models_requests == 1 and upstream.models_completed == 0  # read to the cap
+    assert rss.growth < 100, (rss.before, rss.peak)
+
+
+def _get(url: str) -> Outcome:
+    started = time.monotonic()
+    with httpx.Client(timeout=120) as client:
+        resp = client.get(url)
+    return Outcome(resp.status_code, resp.content, time.monotonic() - started)

@@ -88,3 +88,33 @@ async def test_a_huge_body_is_written_to_the_end_when_the_client_reads_on() -> N
         status, raw = await post(server, body(f"q {marker('huge_body')}"))
     assert status == 200 and len(raw) >= size
     assert server.completed == {"huge_body": 1}
+
+
+async def test_a_truncated_body_declares_more_than_it_sends() -> None:
+    async with HostileServer(size=100_000) as server:  # noqa: SIM117
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(
+                f"{server.base_url}/chat/completions", json=body(marker("truncated_body"))
+            ) as resp,
+        ):
+            declared = resp.content_length
+            with pytest.raises(aiohttp.ClientPayloadError):
+                await resp.read()
+    assert declared is not None and declared > 100_000
+    assert server.attacks_sent == {"truncated_body": 1}
+
+
+async def test_model_names_lists_that_many_distinct_names_its_own_first() -> None:
+    async with HostileServer(model_names=25_003, model="own") as server:  # noqa: SIM117
+        async with aiohttp.ClientSession() as session:
+            async with session.get(f"{server.base_url}/models") as resp:
+                listed = json.loads(await resp.read())
+            async with session.get(f"{server.base_url}/models") as resp:
+                partial = await resp.content.read(1000)  # then hang up mid-list
+    ids = [entry["id"] for entry in listed["data"]]
+    assert len(ids) == len(set(ids)) == 25_003
+    assert ids[0] == "own" and ids[1] == "model-000000000" and ids[-1] == "model-000025001"
+    assert partial.startswith(b'{"object":"list","data":[{"id":"own"}')
+    assert server.models_requests == 2
+    assert server.models_completed >= 1

@@ -41,7 +41,7 @@ __all__ = [
 ]
 
 
-class DatasetError(PaCoReError, ValueError):
+class DatasetError(PaCoReError):
     """A dataset that cannot be used: unreadable, wrong layout, or a malformed row.
 
     The message is one line naming the file (or hub id) and, for a row, its

@@ -86,7 +86,7 @@ def _test_list(value: Any, column: str, *, compressed: bool) -> list[Any]:
             raise ValueError(f"column {column!r} is not JSON") from None
         try:
             inner = decode_compressed_pickle(value)
-        except UnsafePickleError as exc:  # a ValueError: the loader names the row
+        except UnsafePickleError as exc:  # the loader names the row
             raise UnsafePickleError(f"column {column!r}: {exc}") from None
         if not isinstance(inner, str):
             raise ValueError(
