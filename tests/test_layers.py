@@ -41,6 +41,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...], str], ...] = (
             "pacore_graph.graph.records",
             "pacore_graph.graph.seeds",
             "pacore_graph.graph.answers",
+            "pacore_graph.graph.answer_keys",
+            "pacore_graph.graph.answer_groups",
             "pacore_graph.graph.aggregation",
             "pacore_graph.graph.compaction",
             "pacore_graph.graph.compactor_registry",
@@ -48,8 +50,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...], str], ...] = (
             "pacore_graph.otel.conventions",
             "pacore_graph.otel.exporters",
         ),
-        "the graph's records and the pure functions over them (answers, compaction, prompts,"
-        " seeds), and OpenTelemetry's names and exporter setup: every layer speaks in these",
+        "the graph's records and the pure functions over them (answers and their grouping,"
+        " compaction, prompts, seeds), and OpenTelemetry's names and exporter setup: every"
+        " layer speaks in these",
     ),
     (
         "control",

@@ -69,12 +69,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = _resolve_settings(args)
         if args.command in ("run", "eval"):
             from pacore_graph.control.gc_tuning import fan_out_gc
+            from pacore_graph.runs.private_files import private_umask
 
             if args.command == "run":
                 from pacore_graph.cli.run import _run as command
             else:
                 from pacore_graph.cli.eval import _eval as command
-            with fan_out_gc(), terminate:  # thousands of explorer tasks: collect less often
+            # fan_out_gc: thousands of explorer tasks, collect less often; private_umask:
+            # what the command writes (results, checkpoints, reports) is the user's alone.
+            with fan_out_gc(), terminate, private_umask():
                 return asyncio.run(terminate.run(command(args)))
         if args.command == "data":
             from pacore_graph.cli.data import _data

@@ -84,7 +84,9 @@ async def run_suite(args: argparse.Namespace, category_graders: dict[str, Any]) 
         assert isinstance(judge, JudgeGrader)
         return judge.with_cache(cache)
 
-    args.out.mkdir(parents=True, exist_ok=True)
+    from pacore_graph.runs.private_files import private_dir
+
+    private_dir(args.out)
     with _output_lock(args.out / RESULTS, "--out"):
         async with _endpoint(args) as endpoint:
             client = _client(args, endpoint, config)

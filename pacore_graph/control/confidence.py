@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pacore_graph.graph.aggregation import extract_final_answer
+from pacore_graph.graph.answer_groups import group_answers
 from pacore_graph.graph.records import Trajectory
 
 __all__ = [
@@ -216,27 +217,21 @@ def weighted_vote(
 ) -> tuple[int | None, dict[str, float]]:
     """Confidence-weighted vote: (index of the winner's first voter, weight per answer).
 
-    Answers group by ``equivalent`` (exact text when None); None answers do
-    not vote. The heaviest group wins; a tie goes to the group seen first
-    (DeepConf's ``max`` over an insertion-ordered dict).
+    Answers group by ``equivalent`` (exact text when None) with the votes'
+    one grouping routine (:func:`~pacore_graph.graph.answer_groups.group_answers`);
+    None answers do not vote. The heaviest group wins; a tie goes to the
+    group seen first (DeepConf's ``max`` over an insertion-ordered dict).
     """
-    groups: list[list[Any]] = []  # [name, weight, first index]
-    for i, (answer, weight) in enumerate(zip(answers, weights, strict=True)):
-        if not answer:
-            continue
-        for group in groups:
-            if group[0] == answer or (equivalent is not None and equivalent(group[0], answer)):
-                group[1] += float(weight)
-                break
-        else:
-            groups.append([answer, float(weight), i])
+    if len(answers) != len(weights):
+        raise ValueError(f"{len(answers)} answers but {len(weights)} weights")
+    groups = group_answers(answers, equivalent, weights)
     if not groups:
         return None, {}
     best = groups[0]
     for group in groups[1:]:
-        if group[1] > best[1]:
+        if group.weight > best.weight:
             best = group
-    return best[2], {g[0]: round(g[1], 6) for g in groups}
+    return best.first, {g.answer: round(g.weight, 6) for g in groups}
 
 
 @dataclass(slots=True)

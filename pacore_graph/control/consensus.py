@@ -16,11 +16,11 @@ agreement.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from pacore_graph.graph.aggregation import extract_final_answer
+from pacore_graph.graph.answer_groups import group_answers
 from pacore_graph.graph.records import Trajectory
 
 __all__ = ["Consensus", "EarlyStop", "round_consensus"]
@@ -43,25 +43,23 @@ def round_consensus(
     trajectories: Sequence[Trajectory],
     extract: Callable[[str], str | None] = extract_final_answer,
 ) -> Consensus:
-    """The majority answer of a round and its share (ties: lowest explorer index)."""
+    """The majority answer of a round and its share (ties: lowest explorer index).
+
+    Answers agree when their extracted texts are equal (the votes' grouping
+    routine with exact text): this check runs on the event loop after every
+    round, so it does no symbolic comparison.
+    """
     ordered = sorted(trajectories, key=lambda t: t.index)
-    first: dict[str, Trajectory] = {}
-    counts: Counter[str] = Counter()
-    for t in ordered:
-        if t.failed:
-            continue
-        answer = extract(t.content)
-        if answer:
-            counts[answer] += 1
-            first.setdefault(answer, t)
-    if not counts:
+    answers = [None if t.failed else extract(t.content) for t in ordered]
+    groups = group_answers(answers, None)
+    if not groups:
         return Consensus(answer=None, share=0.0, trajectory=None)
-    best = max(counts, key=lambda a: (counts[a], -first[a].index))
+    best = max(groups, key=lambda g: (g.count, -ordered[g.first].index))
     return Consensus(
-        answer=best,
-        share=counts[best] / len(ordered),
-        trajectory=first[best],
-        votes=dict(counts),
+        answer=best.answer,
+        share=best.count / len(ordered),
+        trajectory=ordered[best.first],
+        votes={g.answer: g.count for g in groups},
     )
 
 

@@ -36,11 +36,14 @@ from pacore_graph.eval.code_programs import (
 from pacore_graph.eval.code_tests import (
     CODE_TESTS_KEY,
     DEFAULT_TIME_LIMIT_S,
+    MAX_TESTS,
     CodeTest,
     CodeTests,
     code_tests_of,
+    too_many_tests,
 )
 from pacore_graph.eval.grade import Grade, describe_error
+from pacore_graph.runs.jsonl import loads_bounded
 from pacore_graph.tools.sandbox import (
     MIB,
     ExecRequest,
@@ -94,9 +97,11 @@ def _raw_tests(value: Any, public: bool) -> list[CodeTest]:
     if value is None or value == "":
         return []
     if isinstance(value, str):
-        value = json.loads(value)
+        value = loads_bounded(value, MAX_TESTS)  # one object per test: stops past the cap
     if not isinstance(value, list):
         raise ValueError(f"tests must be a list, got {type(value).__name__}")
+    if len(value) > MAX_TESTS:
+        raise ValueError(too_many_tests(len(value)))
     return [
         CodeTest(
             input=str(item["input"]),

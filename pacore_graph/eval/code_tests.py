@@ -33,11 +33,13 @@ from typing import Any, Literal, cast
 __all__ = [
     "CODE_TESTS_KEY",
     "DEFAULT_TIME_LIMIT_S",
+    "MAX_TESTS",
     "TEST_TYPES",
     "CodeTest",
     "CodeTests",
     "TestType",
     "code_tests_of",
+    "too_many_tests",
 ]
 
 TestType = Literal["stdin", "functional"]
@@ -48,6 +50,19 @@ CODE_TESTS_KEY = "code_tests"
 
 DEFAULT_TIME_LIMIT_S = 6.0
 """Seconds per test: LiveCodeBench's default (``--timeout 6``, lcb_runner/runner/parser.py)."""
+
+MAX_TESTS = 10_000
+"""The most tests one problem may have (LiveCodeBench's have tens to a few hundred).
+
+Checked before the tests are built (a dataset row of 4 million tests used to
+load, 1.7 GB at its peak, and would then have run them all); the dataset
+adapters count them while the test list is parsed.
+"""
+
+
+def too_many_tests(count: int) -> str:
+    """The one message for a problem over :data:`MAX_TESTS`."""
+    return f"{count} tests: more than {MAX_TESTS} per problem"
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +102,8 @@ class CodeTests:
     def __post_init__(self) -> None:
         if not self.tests:
             raise ValueError("a code problem needs at least one test")
+        if len(self.tests) > MAX_TESTS:
+            raise ValueError(too_many_tests(len(self.tests)))
         if any(t.testtype == "functional" for t in self.tests) and not self.fn_name:
             raise ValueError("functional tests need the function name (metadata.func_name)")
         limit = self.time_limit_s
@@ -125,6 +142,8 @@ class CodeTests:
         raw = data.get("tests")
         if not isinstance(raw, Sequence) or isinstance(raw, str):
             raise ValueError("code tests need a 'tests' list")
+        if len(raw) > MAX_TESTS:
+            raise ValueError(too_many_tests(len(raw)))
         tests = []
         for i, item in enumerate(raw):
             if not isinstance(item, Mapping):

@@ -46,6 +46,7 @@ from pacore_graph.eval.benchmarks.registry import (
     find_benchmark,
     load_benchmark_attr,
 )
+from pacore_graph.eval.code_tests import CODE_TESTS_KEY, MAX_TESTS, too_many_tests
 from pacore_graph.eval.datasets_rows import RowSource, hub_file_sources, hub_source, local_source
 from pacore_graph.eval.datasets_spec import DatasetSpec, parse_dataset_spec
 from pacore_graph.eval.safe_pickle import UnsafePickleError
@@ -103,6 +104,26 @@ class LoadedDataset:
         if self.filtered:
             lines.append(f"{self.source}: {self.filtered} row(s) outside --since/--until left out")
         return lines
+
+
+def _within_test_cap(records: list[DatasetRecord], errors: list[BadLine]) -> list[DatasetRecord]:
+    """The records whose code tests number at most :data:`MAX_TESTS`; the others are bad lines.
+
+    Only the count is checked here (a test the dataset wrote badly is still
+    the grader's ``bad_test``); the line is named, the other records run.
+    """
+    kept = []
+    for record in records:
+        gt = record.ground_truth
+        tests = gt.get(CODE_TESTS_KEY) if isinstance(gt, Mapping) else None
+        listed = tests.get("tests") if isinstance(tests, Mapping) else None
+        if isinstance(listed, list) and len(listed) > MAX_TESTS:
+            reason = f"code tests: {too_many_tests(len(listed))}"
+            errors.append(BadLine(line=record.line, reason=reason))
+            continue
+        kept.append(record)
+    errors.sort(key=lambda e: e.line)
+    return kept
 
 
 def hub_benchmark(hub: HubDataset) -> Benchmark | None:
@@ -236,6 +257,7 @@ def load_dataset_spec(
             raise DatasetError(f"{spec.text}: --since/--until apply to a dated benchmark only")
         assert spec.path is not None
         plain, errors = read_dataset(spec.path)
+        plain = _within_test_cap(plain, errors)
         return LoadedDataset(spec, plain, spec.text, input_errors=errors)
     benchmark = _benchmark_of(spec) if spec.kind == "benchmark" else None
     if benchmark is not None:

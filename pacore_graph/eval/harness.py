@@ -14,6 +14,7 @@ retries what failed; with a ``checkpointer`` (the CLI's default: SQLite in
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import time
 from collections.abc import Mapping, Sequence
@@ -41,7 +42,8 @@ from pacore_graph.runs.atomic import write_text_atomic
 from pacore_graph.runs.checkpoint import DEFAULT_DURABILITY, Durability
 from pacore_graph.runs.fanout import Job, run_jobs
 from pacore_graph.runs.jsonl import iter_objects, open_append
-from pacore_graph.runs.progress import progress_bar
+from pacore_graph.runs.private_files import private_dir
+from pacore_graph.runs.progress import live_progress
 from pacore_graph.runs.results_file import ResultLine, compact_results, read_results
 from pacore_graph.runs.runner import DatasetRecord
 from pacore_graph.settings.config import PaCoReConfig
@@ -178,7 +180,7 @@ async def run_eval(
     graded = [r for r in records if has_ground_truth(r.ground_truth)]
     if not graded:
         raise ValueError("no record has a ground truth answer to grade against")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(out_dir)
     results_path = out_dir / RESULTS
     timings_path = out_dir / TIMINGS
     timings: dict[str, float] = (
@@ -208,9 +210,6 @@ async def run_eval(
             skipped += len(graded) * samples - len(todo)
             if not todo:
                 continue
-            bar = progress_bar(
-                len(todo), desc=spec.text, unit="run", enabled=progress, file=progress_file
-            )
             started = time.perf_counter()
 
             async def finished(
@@ -218,7 +217,8 @@ async def run_eval(
                 result: PaCoReResult | None,
                 exc: BaseException | None,
                 spec: MethodSpec = spec,
-                bar: Any = bar,
+                *,
+                bar: Any,
             ) -> None:
                 record, sample, t0 = job.payload
                 if result is None:
@@ -251,17 +251,19 @@ async def run_eval(
                 )
                 for record, sample in todo
             ]
-            try:
+            # A line per finished run, and while runs go on one every 5 s of silence
+            # (a sample of the embedded model takes up to 90 s), off a terminal.
+            async with live_progress(
+                len(todo), desc=spec.text, unit="run", enabled=progress, file=progress_file
+            ) as bar:
                 await run_jobs(
                     graph,
                     jobs,
-                    finished,
+                    functools.partial(finished, bar=bar),
                     max_in_flight=config.max_concurrency,
                     checkpointer=checkpointer,
                     durability=durability,
                 )
-            finally:
-                bar.close()
             ran += len(todo)
             timings[spec.text] = round(time.perf_counter() - started, 3)
             write_text_atomic(timings_path, json.dumps(timings, indent=1))  # errors name it

@@ -12,7 +12,9 @@ any, from ``PACORE_JUDGE_API_KEY``) at temperature 0:
   ``pass_criteria`` is MultiChallenge's and anything else HLE's (question,
   response, correct answer);
 - **strict**: a verdict that cannot be read is ``unparsed``, which scores 0
-  and is counted apart (``parsed=False``), never guessed as correct;
+  and is counted apart (``parsed=False``), never guessed as correct; so is
+  a reply cut at ``max_tokens`` (``finish_reason`` ``length``), whose last
+  line may be a quote of the response rather than the judge's verdict;
 - **retried**: a failed call (transport error, 429 or 5xx, a malformed
   reply) or an unparsed verdict is asked again, up to ``attempts`` times
   with exponential back-off; a judge still unreachable gives a score-0,
@@ -153,13 +155,14 @@ class JudgeGrader:
         if cached is not None:
             return self._graded(rubric, gt, cached, expected, cached=True, attempts=0)
         tokens, attempts, text, verdict = 0, 0, "", "unparsed"
+        cut = False
         error: str | None = None
         for attempt in range(self.attempts):
             if attempt:
                 time.sleep(self.backoff_s * 2 ** (attempt - 1))
             attempts += 1
             try:
-                text, used = self._call(prompt)
+                text, used, cut = self._call(prompt)
             except JudgeCallError as exc:
                 error = str(exc)
                 if not exc.retryable:
@@ -167,7 +170,7 @@ class JudgeGrader:
                 continue
             error = None
             tokens += used
-            verdict = rubric.parse(text)
+            verdict = "unparsed" if cut else rubric.parse(text)
             if verdict != "unparsed":
                 break
         if error is not None:
@@ -187,7 +190,7 @@ class JudgeGrader:
         entry = CachedVerdict(verdict, tokens, text)
         if verdict != "unparsed":
             self.cache.put(key, entry)
-        return self._graded(rubric, gt, entry, expected, cached=False, attempts=attempts)
+        return self._graded(rubric, gt, entry, expected, cached=False, attempts=attempts, cut=cut)
 
     def _graded(
         self,
@@ -198,6 +201,7 @@ class JudgeGrader:
         *,
         cached: bool,
         attempts: int,
+        cut: bool = False,
     ) -> Grade:
         verdict: Verdict = entry.verdict  # type: ignore[assignment]
         info = {
@@ -209,11 +213,12 @@ class JudgeGrader:
         }
         if verdict == "unparsed":
             tail = entry.text.strip()[-200:]
+            why = "cut at max_tokens" if cut else f"{rubric.name} rubric"
             return Grade(
                 0.0,
                 False,
                 expected=expected,
-                detail=f"judge verdict unparsed ({rubric.name} rubric): {tail!r}"[:500],
+                detail=f"judge verdict unparsed ({why}): {tail!r}"[:500],
                 info=info,
             )
         passed = rubric.passes(verdict, gt)
@@ -226,8 +231,11 @@ class JudgeGrader:
             info=info,
         )
 
-    def _call(self, prompt: str) -> tuple[str, int]:
-        """The judge's reply text and its total tokens, or :class:`JudgeCallError`."""
+    def _call(self, prompt: str) -> tuple[str, int, bool]:
+        """The judge's reply text, its total tokens and whether it was cut at ``max_tokens``.
+
+        Raises :class:`JudgeCallError` when there is no reply to read.
+        """
         body: dict[str, Any] = {
             "model": self.model,
             "messages": [{"role": "user", "content": prompt}],
@@ -257,12 +265,14 @@ class JudgeGrader:
         except ValueError:
             raise JudgeCallError("judge reply is not JSON", retryable=True) from None
         try:
-            message = payload["choices"][0]["message"]
+            choice = payload["choices"][0]
+            message = choice["message"]
             text = message.get("content") or ""
+            cut = choice.get("finish_reason") == "length"
         except (KeyError, IndexError, TypeError, AttributeError):
             raise JudgeCallError("judge reply has no choices[0].message", retryable=True) from None
         usage = payload.get("usage") or {}
         tokens = usage.get("total_tokens")
         if not isinstance(tokens, int):
             tokens = int(usage.get("prompt_tokens") or 0) + int(usage.get("completion_tokens") or 0)
-        return str(text), tokens
+        return str(text), tokens, cut

@@ -16,6 +16,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from pacore_graph.runs.jsonl import open_append
+
 __all__ = ["CachedVerdict", "JudgeCache", "verdict_key"]
 
 
@@ -68,8 +70,7 @@ class JudgeCache:
             self._entries[key] = verdict
             if self.path is None:
                 return
-            self.path.parent.mkdir(parents=True, exist_ok=True)
             row = {"key": key, "verdict": verdict.verdict, "tokens": verdict.tokens}
             row["text"] = verdict.text[-2000:]
-            with self.path.open("a", encoding="utf-8") as sink:
+            with open_append(self.path) as sink:  # private, as all an eval writes
                 sink.write(json.dumps(row, ensure_ascii=False) + "\n")

@@ -14,6 +14,19 @@ arbitrary OpenAI-compatible server may not honour one, so we read the text
 strictly instead (:func:`parse_hle_verdict`, :func:`parse_yes_no_verdict`):
 exactly one verdict, stated where the rubric says, or the verdict is
 ``unparsed``, which never counts as correct.
+
+The judge reads a response written by the model under test, which may quote
+a verdict or ask the judge to end with one (issue 31). So the verdict is read
+only from the judge's *own final* verdict line, in the rubric's format: HLE's
+last ``correct:`` line, followed by nothing but its ``confidence:`` line;
+MultiChallenge's last non-empty line. A block-quoted line (``> ...``) is
+never the verdict. Any other verdict the reply states that disagrees (a
+second ``correct:`` line, "NO is my verdict", "Verdict: NO" before a final
+"YES"; text in double quotes, block quotes and code fences is a quotation and
+does not count) makes the reply unparsed. A JSON reply is read only when it
+is one object whose keys are unique, case aside: ``{"verdict": "NO",
+"verdict": "YES"}`` is unparsed, not its last value. Ambiguity is never
+resolved in the response's favour; unparsed scores 0 and is retried.
 """
 
 from __future__ import annotations
@@ -73,43 +86,100 @@ Print your reasoning followed by your verdict, either "YES" or "NO"."""  # noqa:
 """MultiChallenge's judge prompt; ``{response}`` and ``{criteria}`` are filled in."""
 
 _MARKUP = "*_`#> \t"
-_HLE_LINE = re.compile(r"^[*_#>\s]*correct[*_\s]*:[*_\s]*(\w+)", re.IGNORECASE | re.MULTILINE)
+_CORRECT = r"[*_#\s]*correct[*_\s]*:[*_\s]*(\w+)"
+_HLE_LINE = re.compile(rf"^{_CORRECT}", re.IGNORECASE)
+_HLE_ANY_LINE = re.compile(rf"^[>\s]*{_CORRECT}", re.IGNORECASE)  # block quotes too
+_HLE_TRAILER = re.compile(r"^[*_#\s]*confidence[*_\s]*:", re.IGNORECASE)
+_AMBIGUOUS = object()
 
 
-def _json_field(text: str, key: str) -> str | None:
-    """``key`` of the one JSON object the text is (fenced or bare), else None."""
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        folded = str(key).lower()
+        if folded in seen:
+            raise ValueError(f"duplicate key {key!r}")
+        seen[folded] = value
+    return seen
+
+
+def _json_field(text: str, key: str) -> str | object | None:
+    """``key`` of the one JSON object the text is (fenced or bare); None when it is not one.
+
+    :data:`_AMBIGUOUS` when the object repeats a key (any case): a later
+    duplicate would silently win in ``json.loads``.
+    """
     body = text.strip()
     if body.startswith("```"):
         body = body.strip("`").removeprefix("json").strip()
     if not (body.startswith("{") and body.endswith("}")):
         return None
     try:
-        data = json.loads(body)
-    except ValueError:
-        return None
+        data = json.loads(body, object_pairs_hook=_unique_keys)
+    except ValueError as exc:
+        return _AMBIGUOUS if "duplicate key" in str(exc) else None
     if not isinstance(data, dict):
         return None
-    lowered = {str(k).lower(): v for k, v in data.items()}
-    value = lowered.get(key)
+    value = data.get(key)
     return value.strip() if isinstance(value, str) else None
 
 
 def parse_hle_verdict(text: str) -> Verdict:
-    """``yes``/``no`` from the judge's ``correct:`` line; ``unparsed`` unless exactly one value.
+    """``yes``/``no`` from the judge's own final ``correct:`` line; else ``unparsed``.
 
-    Two ``correct:`` lines that disagree, a value other than yes/no ("maybe",
-    "partially"), or no such line at all are all unparsed. A JSON object with
-    a ``correct`` field (structured output) is read the same way.
+    The verdict is the last ``correct:`` line that is not block-quoted, and
+    only ``confidence:`` lines may follow it (HLE's order: extracted answer,
+    reasoning, correct, confidence). Unparsed: no such line, more after it
+    (the line is then not the judge's closing verdict, e.g. one quoted from
+    the response), any ``correct:`` line, quoted or not, that disagrees, a
+    value other than yes/no ("maybe"). A JSON object with a ``correct`` field
+    (structured output) is read the same way, unless a key repeats.
     """
     field = _json_field(text, "correct")
-    values = [field] if field is not None else _HLE_LINE.findall(text)
-    found = {v.strip().lower() for v in values}
-    if len(found) == 1 and (value := found.pop()) in ("yes", "no"):
-        return value  # type: ignore[return-value]
-    return "unparsed"
+    if field is _AMBIGUOUS:
+        return "unparsed"
+    if isinstance(field, str):
+        value = field.lower()
+        return value if value in ("yes", "no") else "unparsed"  # type: ignore[return-value]
+    lines = text.splitlines()
+    said = {m.group(1).lower() for line in lines if (m := _HLE_ANY_LINE.match(line))}
+    own = [i for i, line in enumerate(lines) if _HLE_LINE.match(line)]
+    if len(said) != 1 or not own:
+        return "unparsed"
+    after = [line for line in lines[own[-1] + 1 :] if line.strip(_MARKUP)]
+    if any(not _HLE_TRAILER.match(line) for line in after):
+        return "unparsed"
+    value = said.pop()
+    return value if value in ("yes", "no") else "unparsed"  # type: ignore[return-value]
 
 
 _VERDICT_PREFIX = re.compile(r"^(?:final\s+)?verdict\s*[:=-]?\s*", re.IGNORECASE)
+_QUOTED = re.compile(r"```.*?(?:```|\Z)|\"[^\"\n]*\"|\u201c[^\u201d\n]*\u201d", re.DOTALL)
+_STATED = re.compile(
+    r"\bverdict\b\W{0,3}(?:is\W{0,3})?(YES|NO)\b"
+    r"|\b(YES|NO)\b\W{0,3}(?:is|as)\s+(?:my|the)\s+(?:final\s+)?verdict\b",
+    re.IGNORECASE,
+)
+
+
+def _verdict_line(line: str) -> str | None:
+    """``YES``/``NO`` when ``line`` is a bare verdict line (``**NO**``, ``Verdict: YES.``)."""
+    line = _VERDICT_PREFIX.sub("", line.strip(_MARKUP)).strip(_MARKUP + ".!\"'")
+    line = _VERDICT_PREFIX.sub("", line).strip(_MARKUP + ".!\"'")
+    return line.upper() if line.upper() in ("YES", "NO") else None
+
+
+def _stated_verdicts(text: str) -> set[str]:
+    """Every verdict the text states outside quotations: bare verdict lines and phrases."""
+    found: set[str] = set()
+    for line in _QUOTED.sub(" ", text).splitlines():
+        if line.lstrip().startswith(">"):
+            continue
+        bare = _verdict_line(line)
+        if bare is not None:
+            found.add(bare)
+        found.update((a or b).upper() for a, b in _STATED.findall(line))
+    return found
 
 
 def parse_yes_no_verdict(text: str) -> Verdict:
@@ -117,22 +187,24 @@ def parse_yes_no_verdict(text: str) -> Verdict:
 
     The prompt asks for the reasoning *followed by* the verdict, so the
     verdict is the last line: ``YES``, ``**NO**``, ``Verdict: YES.`` are
-    read; a last line saying anything more ("YES and NO", "probably YES") is
-    unparsed rather than guessed.
+    read; a last line saying anything more ("YES and NO", "probably YES"),
+    a block-quoted one (``> Verdict: YES``), or a reply that states the other
+    verdict anywhere outside quotation marks ("NO is my verdict ... Verdict:
+    YES") is unparsed rather than guessed.
     """
     field = _json_field(text, "verdict")
-    if field is not None:
-        line = field
-    else:
-        lines = [ln for ln in text.splitlines() if ln.strip(_MARKUP)]
-        if not lines:
-            return "unparsed"
-        line = lines[-1]
-    line = _VERDICT_PREFIX.sub("", line.strip(_MARKUP)).strip(_MARKUP + ".!\"'")
-    line = _VERDICT_PREFIX.sub("", line).strip(_MARKUP + ".!\"'")
-    if line.upper() in ("YES", "NO"):
-        return line.lower()  # type: ignore[return-value]
-    return "unparsed"
+    if field is _AMBIGUOUS:
+        return "unparsed"
+    if isinstance(field, str):
+        value = _verdict_line(field)
+        return value.lower() if value is not None else "unparsed"  # type: ignore[return-value]
+    lines = [ln for ln in text.splitlines() if ln.strip(_MARKUP)]
+    if not lines or lines[-1].lstrip().startswith(">"):
+        return "unparsed"
+    verdict = _verdict_line(lines[-1])
+    if verdict is None or not _stated_verdicts(text) <= {verdict}:
+        return "unparsed"
+    return verdict.lower()  # type: ignore[return-value]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

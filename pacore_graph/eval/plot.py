@@ -18,12 +18,14 @@ when a plot is drawn, on its own Agg canvas (:mod:`pacore_graph.eval.figure`).
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pacore_graph.eval.figure import agg_figure
 from pacore_graph.eval.report import MethodStats
+from pacore_graph.runs.private_files import FILE_MODE, private_dir
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -126,6 +128,7 @@ def plot_scaling(stats: Mapping[str, MethodStats], path: Path, *, title: str | N
     """
     fig = scaling_figure(stats, title=title)
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent)
     fig.savefig(path)
+    os.chmod(path, FILE_MODE)  # private, as everything an eval writes (issue 31)
     return path

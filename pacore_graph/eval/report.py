@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from pacore_graph.runs.atomic import write_text_atomic
+from pacore_graph.runs.private_files import private_dir
 
 __all__ = [
     "CI_Z",
@@ -351,7 +352,7 @@ def write_report(
     re-running the report after a resume simply replaces both.
     """
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(out_dir)
     json_path = out_dir / "report.json"
     md_path = out_dir / "report.md"
     payload = json.dumps(report_json(stats, meta=meta), indent=2, ensure_ascii=False)

@@ -30,8 +30,21 @@ and the loaded value is checked to be text, lists and dicts all the way down
 (shared references, which the memo allows, are checked once; a structure that
 contains itself is refused).
 
-The compressed payload is bounded before it is inflated (a 1 KiB zlib
-stream can inflate to gigabytes).
+Memory is bounded before anything is expanded:
+
+- the compressed payload before it is inflated (a 1 KiB zlib stream can
+  inflate to gigabytes): :data:`MAX_INFLATED_BYTES`;
+- the unpickler's memo table before loading: the C unpickler grows it to
+  twice any index it is told to store at, so one ``LONG_BINPUT 268435456``
+  in a 130 KB row made it zero 4 GiB (issue 31). A pickler numbers its memo
+  0, 1, 2, ...; an index beyond the next free one is refused while the
+  opcodes are read, and the table then stays as small as the pickle;
+- the loaded value's size *written out*: shared references cost the loaded
+  value 8 bytes each, but anyone who copies it out (``json.dumps``, a
+  results line) pays for every copy; 60,000 references to one 64 KiB text
+  are 190 KB of pickle and 3.9 GB of JSON. The check adds up that size over
+  the value's graph, each shared container once, and refuses a value past
+  :data:`MAX_EXPANDED_SIZE` before handing it out.
 """
 
 from __future__ import annotations
@@ -47,6 +60,7 @@ from typing import Any, NoReturn
 from pacore_graph.errors import PaCoReError
 
 __all__ = [
+    "MAX_EXPANDED_SIZE",
     "MAX_INFLATED_BYTES",
     "UnsafePickleError",
     "decode_compressed_pickle",
@@ -55,6 +69,11 @@ __all__ = [
 
 MAX_INFLATED_BYTES = 1 << 30
 """The most a compressed field may inflate to (1 GiB; LiveCodeBench's largest are tens of MB)."""
+
+MAX_EXPANDED_SIZE = MAX_INFLATED_BYTES
+"""The most a value may hold written out in full, in characters (every shared reference
+copied; one per list item and dict entry besides the text): a value is never bigger
+spelled out than the most a field may inflate to."""
 
 _ALLOWED_OPCODES = frozenset(
     {
@@ -103,6 +122,7 @@ _BUILDS = {
 }
 _WHAT = {opcode: what for what, opcodes in _BUILDS.items() for opcode in opcodes}
 _STRING_OPCODES = ("UNICODE", "SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8")
+_PUT_OPCODES = ("PUT", "BINPUT", "LONG_BINPUT")
 _HINT = "a dataset field may hold only text, lists and dicts"
 
 
@@ -138,53 +158,106 @@ def _refusal(opcode: str, arg: Any, position: int | None, strings: list[str]) ->
 
 
 def _vet_opcodes(data: bytes) -> None:
-    """Read every opcode (building nothing); refuse the first outside the allowed set."""
+    """Read every opcode (building nothing); refuse the first outside the allowed set.
+
+    Memo slots must be numbered as a pickler numbers them (each new one the
+    next free index), so the unpickler's memo table stays the pickle's size.
+    """
     strings: list[str] = []
+    memo = 0  # slots used: a new one must be exactly this index
     try:
         for op, arg, position in pickletools.genops(data):
             if op.name not in _ALLOWED_OPCODES:
                 raise UnsafePickleError(_refusal(op.name, arg, position, strings))
             if op.name in _STRING_OPCODES and isinstance(arg, str):
                 strings = [*strings[-1:], arg[:200]]
+            elif op.name == "MEMOIZE":
+                memo += 1
+            elif op.name in _PUT_OPCODES:
+                if not isinstance(arg, int) or not 0 <= arg <= memo:
+                    raise UnsafePickleError(
+                        f"the pickle's memo index {arg} (opcode {op.name} at byte {position}) "
+                        f"skips ahead of the {memo} slots used: refused (a pickler numbers "
+                        "them 0, 1, 2...; the unpickler would allocate a table that large)"
+                    )
+                memo += arg == memo
     except UnsafePickleError:
         raise
     except Exception as exc:  # truncated or corrupt stream: ValueError, UnicodeDecodeError, ...
         raise UnsafePickleError(f"not a readable pickle ({type(exc).__name__}: {exc})") from None
 
 
-def _check_plain(value: Any) -> None:
-    """Belt and braces: the loaded value is text, lists and dicts all the way down.
+def _check_plain(value: Any, max_expanded: int) -> None:
+    """Belt and braces: text, lists and dicts all the way down, and not too big written out.
 
-    Iterative, and each container is checked once: the memo lets a pickle
+    Iterative, and each container is measured once: the memo lets a pickle
     reference one list many times (a few hundred bytes can describe 2**100
     paths through shared lists), which a plain recursive walk would follow
-    every time. A container reached again on its own path contains itself.
+    every time. Its size written out (text with every copy, one per item) is
+    the sum of its children's, so a shared container adds its known size
+    again without being walked again. A container reached again on its own
+    path contains itself. Nothing is copied: the walk adds integers.
     """
-    done: set[int] = set()
-    stack: list[tuple[Any, int, frozenset[int]]] = [(value, 0, frozenset())]
-    while stack:
-        item, depth, path = stack.pop()
-        if type(item) is str:
-            continue
+    if type(value) is str:
+        if len(value) > max_expanded:
+            raise UnsafePickleError(_too_big(max_expanded))
+        return
+    sizes: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[list[Any]] = []
+
+    def enter(item: Any) -> None:
         if type(item) not in (list, dict):
             raise UnsafePickleError(f"the pickle holds a {type(item).__name__}: refused ({_HINT})")
-        if id(item) in path:
-            raise UnsafePickleError("the pickle holds a container that contains itself: refused")
-        if id(item) in done:
-            continue
-        if depth >= 100:
+        if len(stack) >= 100:
             raise UnsafePickleError("the pickle nests deeper than 100 levels")
-        done.add(id(item))
-        inner = path | {id(item)}
-        children = [*item.keys(), *item.values()] if isinstance(item, dict) else item
-        stack.extend((child, depth + 1, inner) for child in children)
+        children = iter([*item.keys(), *item.values()] if isinstance(item, dict) else item)
+        stack.append([item, children, 0])
+        on_path.add(id(item))
+
+    enter(value)
+    while stack:
+        frame = stack[-1]
+        child = next(frame[1], _END)
+        if child is _END:
+            stack.pop()
+            on_path.discard(id(frame[0]))
+            sizes[id(frame[0])] = frame[2]
+            if stack:
+                stack[-1][2] += frame[2]
+            continue
+        if type(child) is str:
+            frame[2] += len(child) + 1
+        elif id(child) in on_path:
+            raise UnsafePickleError("the pickle holds a container that contains itself: refused")
+        elif id(child) in sizes:
+            frame[2] += sizes[id(child)] + 1
+        else:
+            frame[2] += 1
+            enter(child)
+            continue
+        if frame[2] > max_expanded:
+            raise UnsafePickleError(_too_big(max_expanded))
+    if sizes[id(value)] > max_expanded:
+        raise UnsafePickleError(_too_big(max_expanded))
 
 
-def safe_loads(data: bytes) -> Any:
+_END = object()
+
+
+def _too_big(limit: int) -> str:
+    return (
+        f"the pickle expands to more than {limit} characters written out (its shared "
+        "references copied): refused"
+    )
+
+
+def safe_loads(data: bytes, *, max_expanded: int = MAX_EXPANDED_SIZE) -> Any:
     """``pickle.loads`` for text, lists and dicts only; :class:`UnsafePickleError` otherwise.
 
     A pickle that is merely broken raises :class:`UnsafePickleError` too (with
-    the reason), so a caller has one error to report.
+    the reason), so a caller has one error to report; so does one whose
+    value holds more than ``max_expanded`` characters written out.
     """
     _vet_opcodes(data)
     try:
@@ -193,7 +266,7 @@ def safe_loads(data: bytes) -> Any:
         raise
     except Exception as exc:  # truncated or corrupt stream: UnpicklingError, EOFError, ...
         raise UnsafePickleError(f"not a readable pickle ({type(exc).__name__}: {exc})") from None
-    _check_plain(value)
+    _check_plain(value, max_expanded)
     return value
 
 

@@ -37,6 +37,7 @@ from pacore_graph.eval.grade import Grader
 from pacore_graph.eval.report import MethodStats, dataset_label, summarize
 from pacore_graph.runs.atomic import write_text_atomic
 from pacore_graph.runs.jsonl import iter_objects
+from pacore_graph.runs.private_files import private_dir
 
 __all__ = [
     "BASE_METHODS",
@@ -291,7 +292,7 @@ async def run_table1(
         raise ValueError(
             f"unknown benchmark(s) {sorted(unknown)}; choose from {[b.key for b in TABLE1]}"
         )
-    out_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(out_dir)
     pins = _Pins.load(out_dir / "suite.json")
     code = code_grader or CodeGrader()
     rows: list[Table1Row] = []

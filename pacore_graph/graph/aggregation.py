@@ -6,14 +6,21 @@ majority vote over the samples' extracted answers. An :class:`Aggregator`
 replaces the final round in :func:`~pacore_graph.graph.builder.build_pacore_graph`, so
 the baselines are the same graph, the same records and the same effective-TTC
 accounting as PaCoRe itself: comparisons at matched compute stay honest.
+
+A vote over many distinct answers costs CPU (math-verify parses each one), so
+graphs run an aggregator off the event loop with :func:`aggregate_off_loop`:
+in a worker thread, stopped at its next answer when the run is cancelled.
 """
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from pacore_graph.graph.answer_groups import cancellable, group_answers
 from pacore_graph.graph.answers import answers_equivalent, extract_answer, normalize_answer
 from pacore_graph.graph.records import Trajectory
 
@@ -22,6 +29,7 @@ __all__ = [
     "FirstAnswer",
     "MajorityVote",
     "Verdict",
+    "aggregate_off_loop",
     "extract_final_answer",
     "normalize_answer",
 ]
@@ -89,6 +97,10 @@ class MajorityVote:
     is arbitrary but deterministic (explorer order does not depend on
     scheduling). Responses with no extractable answer do not vote; if none
     can vote, the first successful trajectory is the answer.
+
+    The grouping is :func:`~pacore_graph.graph.answer_groups.group_answers`:
+    each distinct answer is keyed once and compared only with the groups it
+    could join, so the vote is linear in K rather than quadratic.
     """
 
     extract: Callable[[str], str | None] = extract_final_answer
@@ -97,31 +109,42 @@ class MajorityVote:
 
     def aggregate(self, rounds: Sequence[Sequence[Trajectory]]) -> Verdict:
         usable = _usable(rounds)
-        # Each group: [name, count, first voter]; explorer order, so names are deterministic.
-        groups: list[list[Any]] = []
-        for t in usable:
-            answer = self.extract(t.content)
-            if not answer:
-                continue
-            for group in groups:
-                if group[0] == answer or self.equivalent(group[0], answer):
-                    group[1] += 1
-                    break
-            else:
-                groups.append([answer, 1, t])
+        groups = group_answers([self.extract(t.content) for t in usable], self.equivalent)
         if not groups:
             return Verdict(
                 trajectory=usable[0], answer=usable[0].message or "", details={"votes": {}}
             )
-        best = max(groups, key=lambda g: (g[1], -g[2].index))
-        chosen: Trajectory = best[2]
-        tied = [g for g in groups if g[1] == best[1]]
+        # Positions follow explorer order (``_usable`` sorts by index): ties go to the lowest.
+        best = max(groups, key=lambda g: (g.count, -usable[g.first].index))
+        chosen = usable[best.first]
+        tied = [g for g in groups if g.count == best.count]
         return Verdict(
             trajectory=chosen,
             answer=chosen.message or "",
             details={
-                "votes": {g[0]: g[1] for g in groups},
-                "winner": best[0],
+                "votes": {g.answer: g.count for g in groups},
+                "winner": best.answer,
                 "tie": len(tied) > 1,
             },
         )
+
+
+async def aggregate_off_loop(
+    aggregator: Aggregator, rounds: Sequence[Sequence[Trajectory]]
+) -> Verdict:
+    """``aggregator.aggregate(rounds)`` in a worker thread, stopped when the caller is cancelled.
+
+    Why: graph nodes run on the event loop, and a vote over a thousand
+    distinct answers is seconds of CPU; on the loop it would stall every other
+    run, health check and signal of the process (``pacore serve``). In a
+    thread the loop stays responsive; a cancelled run sets the vote's stop
+    event (:func:`~pacore_graph.graph.answer_groups.cancellable`), and the
+    vote ends at its next answer instead of running on after its run.
+    """
+    stop = threading.Event()
+    with cancellable(stop):  # asyncio.to_thread copies this context into the thread
+        try:
+            return await asyncio.to_thread(aggregator.aggregate, rounds)
+        except asyncio.CancelledError:
+            stop.set()  # the thread cannot be killed: it stops at its next check
+            raise

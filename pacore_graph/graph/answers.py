@@ -53,6 +53,7 @@ __all__ = [
     "AnswerSource",
     "Fallback",
     "answers_equivalent",
+    "exact_number",
     "extract_answer",
     "extract_boxed",
     "is_expression",
@@ -60,8 +61,10 @@ __all__ = [
     "is_restatement",
     "normalize_answer",
     "problem_text",
+    "reads_math",
     "split_conclusion",
     "stated_answer_present",
+    "symbolic_form",
     "without_restatements",
 ]
 
@@ -271,7 +274,12 @@ def normalize_answer(text: str) -> str:
     return text
 
 
-def _as_number(text: str) -> Fraction | None:
+def exact_number(text: str) -> Fraction | None:
+    r"""The exact value of an answer written as a plain number (``0.5``, ``1/2``, ``\frac{1}{2}``).
+
+    Two such answers are equivalent exactly when their values are equal:
+    :func:`answers_equivalent` decides them without math-verify.
+    """
     text = normalize_answer(text).replace("−", "-")
     match = re.fullmatch(r"\\[dt]?frac\{(-?\d+)\}\{(\d+)\}", text)
     if match:
@@ -316,25 +324,44 @@ def _parsed(text: str) -> tuple[Any, ...]:
         return ()
 
 
+def reads_math(text: str) -> bool:
+    """Whether :func:`answers_equivalent` hands ``text`` to math-verify at all.
+
+    Not when math-verify is not installed, nor when the answer is not safe to
+    hand to sympy (powers, factorials or over 200 characters: evaluating them
+    can take unbounded time).
+    """
+    return not (len(text) > _MAX_VERIFY_CHARS or _UNSAFE.search(text) or _math_verify() is None)
+
+
+def symbolic_form(text: str) -> tuple[Any, ...]:
+    """What math-verify reads in an answer (its sympy forms and matched strings), or ``()``.
+
+    Empty when math-verify does not read the answer (:func:`reads_math`) or
+    reads nothing in it. Cached per text, so an answer is parsed once however
+    often it is compared.
+    """
+    return _parsed(text) if reads_math(text) else ()
+
+
 def answers_equivalent(a: str, b: str) -> bool:
     """Whether two extracted answers say the same: text, number or math-verify equivalence.
 
     Without math-verify installed only the first two apply. Answers with
     powers, factorials or over 200 characters are compared as text and
     numbers only, because evaluating them can take unbounded time.
+    (math-verify's ``verify`` is not symmetric: ``a`` is read as the gold.)
     """
     if normalize_answer(a) == normalize_answer(b):
         return True
-    x, y = _as_number(a), _as_number(b)
+    x, y = exact_number(a), exact_number(b)
     if x is not None and y is not None:
         return x == y
     mv = _math_verify()
     if mv is None:
         return False
-    for text in (a, b):
-        if len(text) > _MAX_VERIFY_CHARS or _UNSAFE.search(text):
-            return False
-    pa, pb = _parsed(a), _parsed(b)
+    pa = symbolic_form(a)
+    pb = symbolic_form(b) if pa else ()
     if not pa or not pb:
         return False
     try:

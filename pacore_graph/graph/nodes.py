@@ -47,7 +47,7 @@ from pacore_graph.control.consensus import EarlyStop
 from pacore_graph.control.limits import SequenceLimiter
 from pacore_graph.control.quorum import DROPPED, RoundGate, RoundQuorum
 from pacore_graph.errors import RoundFailedError
-from pacore_graph.graph.aggregation import Aggregator
+from pacore_graph.graph.aggregation import Aggregator, aggregate_off_loop
 from pacore_graph.graph.compact_step import CompactStep, compact_step, compaction_tokens
 from pacore_graph.graph.compaction import Compactor
 from pacore_graph.graph.compactor_registry import CompactorRegistry
@@ -628,7 +628,10 @@ class PaCoReNodes:
             if self.answer is not None:  # an aggregator graph answered (its round of width 1)
                 details.update(aggregator=self.answer.name, chosen=final.id)
         else:
-            verdict = self.aggregator.aggregate(rounds)
+            # Off the event loop: a vote over a thousand distinct answers is seconds of
+            # CPU that would stall every other run, health check and signal of the
+            # process; a cancelled run stops it at its next answer.
+            verdict = await aggregate_off_loop(self.aggregator, rounds)
             final, answer = verdict.trajectory, verdict.answer
             details.update(aggregator=self.aggregator.name, chosen=final.id, **verdict.details)
         result = PaCoReResult(

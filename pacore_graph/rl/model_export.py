@@ -13,6 +13,7 @@ fetched from a model hub.
 
 from __future__ import annotations
 
+import copy
 import json
 import time
 from dataclasses import dataclass
@@ -56,7 +57,7 @@ def export_gguf_model(
     """
     require_rl("torch", "transformers", "gguf")
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if dtype not in ("float32", "bfloat16"):
         raise ValueError(f"dtype must be float32 or bfloat16, got {dtype!r}")
@@ -67,7 +68,14 @@ def export_gguf_model(
     started = time.perf_counter()
     where, name = str(source.parent), source.name
     loaded = AutoModelForCausalLM.from_pretrained(where, gguf_file=name, dtype=torch.float32)
-    config = AutoConfig.from_pretrained(where, gguf_file=name)
+    # The loaded model's config, not AutoConfig on the file again: every GGUF
+    # read parses all of the file's metadata (SmolLM2's 49k-token vocabulary
+    # and merges, ~10 CPU-s), and the model's load has already read it.
+    # Less the GGUF "quantization_config" that loading adds (vLLM would refuse
+    # a folder that names one; the weights are plain float tensors).
+    config = copy.deepcopy(loaded.config)
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
     with torch.device("meta"):
         fresh = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     fresh = fresh.to_empty(device="cpu")

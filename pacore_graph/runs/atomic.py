@@ -4,7 +4,8 @@ Datasets and reports are read by scripts and CI; an interrupted write must
 never leave a half file that a later step silently consumes. Write beside the
 target, then rename over it. A write that fails (a full disk) leaves the
 target as it was and raises an ``OSError`` naming the target, not the
-temporary file beside it.
+temporary file beside it. The file is ``0600`` and new folders ``0700``
+(:mod:`pacore_graph.runs.private_files`).
 """
 
 from __future__ import annotations
@@ -15,13 +16,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TextIO
 
+from pacore_graph.runs.private_files import FILE_MODE, private_dir
+
 __all__ = ["write_lines_atomic", "write_text_atomic"]
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def _replace_atomically(path: str | Path, write: Callable[[TextIO], None]) -> None:
@@ -31,13 +28,13 @@ def _replace_atomically(path: str | Path, write: Callable[[TextIO], None]) -> No
     was; an ``OSError`` is raised again naming ``path``, not the temporary.
     """
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(target.parent)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
             write(fh)
-        # mkstemp creates 0600; give the file the permissions open() would have.
-        os.chmod(tmp_name, 0o666 & ~_umask())
+        # mkstemp creates 0600, and it stays so: what a run writes is private (issue 31).
+        os.chmod(tmp_name, FILE_MODE)
         os.replace(tmp_name, target)
     except BaseException as exc:
         Path(tmp_name).unlink(missing_ok=True)

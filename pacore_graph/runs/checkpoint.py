@@ -28,6 +28,7 @@ after the bounded outage :mod:`pacore_graph.runs.store_guard` allows.
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -41,6 +42,7 @@ from pacore_graph.graph.checkpoint_types import (
     with_pacore_types,
 )
 from pacore_graph.runs.filenames import EVAL_CHECKPOINT_FILE, RUN_CHECKPOINT_SUFFIX
+from pacore_graph.runs.private_files import FILE_MODE, private_dir
 from pacore_graph.runs.store_guard import (
     DEFAULT_STORE_RETRY_S,
     StoreGuard,
@@ -170,7 +172,9 @@ async def _sqlite(saver_cls: type[GroupCommitSqliteSaver], path: Path) -> AsyncI
     writer: sqlite3.Connection | None = None
     async with contextlib.AsyncExitStack() as stack:
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            private_dir(path.parent)
+            # Made 0600 before SQLite opens it: its -wal and -shm files take its mode.
+            os.close(os.open(path, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, FILE_MODE))
             conn = await stack.enter_async_context(aiosqlite.connect(str(path)))
             # WAL with synchronous=NORMAL: a commit survives the process being
             # killed (SIGKILL), only not a power cut, and skips the fsync per
@@ -226,7 +230,8 @@ async def _postgres(saver_cls: Any, url: str, retry_s: float) -> AsyncIterator[A
     (measured: 88-96 of 96 samples redone). ``synchronous_commit=off`` skips
     the server's WAL flush per commit; the client being killed cannot lose a
     committed write that way, only a crash of the database server could.
-    Raises ``ValueError`` (one line, the URL without its password) when the
+    Raises ``ValueError`` (one line, the URL without its password) at once
+    when a first connection fails (within ``_CONNECT_TIMEOUT_S``), or when the
     server cannot be used within ``retry_s`` seconds. During the run, a lost
     server is waited for ``retry_s`` seconds (:class:`StoreGuard`), each
     connection attempt bounded by ``_CONNECT_TIMEOUT_S``.
@@ -235,6 +240,15 @@ async def _postgres(saver_cls: Any, url: str, retry_s: float) -> AsyncIterator[A
     from psycopg.rows import dict_row
     from psycopg_pool import AsyncConnectionPool
 
+    # One direct attempt first (bounded by the connect timeout): a server that is
+    # not there is refused at once, not after the pool has retried for retry_s
+    # (a closed port took 61 s).
+    reason = await _connect_error(url)
+    if reason is not None:
+        raise ValueError(
+            f"--checkpoint {redact_store(url)}: cannot use PostgreSQL ({reason}); "
+            "start it, or pass --checkpoint none to run without checkpoints"
+        )
     pool = AsyncConnectionPool(
         url,
         min_size=1,

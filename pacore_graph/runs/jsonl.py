@@ -10,6 +10,19 @@ bytes that are not UTF-8, text that is not JSON, JSON that is not an object,
 or strings holding lone surrogates (a ``"\\ud800"`` escape), which no server
 can be sent. Blank lines are not lines of data and are skipped.
 
+**Caps.** One line is at most :data:`MAX_LINE_BYTES` (256 MiB): a longer one
+is a :class:`BadLine` read past in pieces, never held whole (a 1 GB line
+used to peak at 5.4 GB; a line at the cap costs about twice its size to read
+and decode). The cap is generous for real benchmarks:
+LiveCodeBench's rows, the largest we read, carry their private tests
+compressed and run to a few MB on average (its release_v6 is a few GB over
+1,055 problems). JSON text can grow many times over once parsed (a line of
+empty objects grows about 20x), so a line over 1 MiB is also parsed with a
+count of its objects and refused past :data:`MAX_LINE_OBJECTS` (one million:
+4 million small test objects in one line peaked at 1.7 GB); arrays are not
+counted, so a crafted line of empty arrays can still take about 20 times its
+size, bounded by the byte cap.
+
 **Appending.** ``pacore run --output`` and ``pacore eval`` write one line per
 finished run and resume from what is there. A run killed mid-write leaves a
 last line with no newline; appending to it would glue the next result onto
@@ -29,19 +42,36 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from pacore_graph.runs.private_files import FILE_MODE, private_dir
+
 __all__ = [
+    "MAX_LINE_BYTES",
+    "MAX_LINE_OBJECTS",
     "BadLine",
     "JsonLine",
     "LineSink",
+    "TooManyObjects",
     "dumps_line",
     "ends_cut",
     "iter_objects",
+    "iter_raw_lines",
+    "loads_bounded",
     "open_append",
     "parse_line",
     "read_lines",
     "unicode_problem",
     "write_lines",
 ]
+
+
+MAX_LINE_BYTES = 256 * 1024 * 1024
+"""The longest line :func:`read_lines` reads, in bytes without its newline (256 MiB)."""
+
+MAX_LINE_OBJECTS = 1_000_000
+"""The most JSON objects one line over :data:`_COUNT_FROM` bytes may hold."""
+
+_COUNT_FROM = 1 << 20  # smaller lines cannot hold enough objects to matter
+_SKIP_CHUNK = 1 << 20
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -77,8 +107,36 @@ def unicode_problem(value: Any) -> str | None:
     return None
 
 
-def parse_line(raw: bytes, lineno: int) -> JsonLine | BadLine | None:
-    """One raw line as an object or a :class:`BadLine`; None for a blank line."""
+class TooManyObjects(ValueError):
+    """JSON text with more objects than its reader allows (:func:`loads_bounded`)."""
+
+
+def loads_bounded(text: str | bytes, max_objects: int) -> Any:
+    """``json.loads``, stopped with :class:`TooManyObjects` at the ``max_objects + 1``-th object.
+
+    The count is taken as the parser builds each object, so memory stays
+    bounded by what was built before the stop, not by what the text holds.
+    """
+    count = 0
+
+    def counted(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        nonlocal count
+        count += 1
+        if count > max_objects:
+            raise TooManyObjects(f"holds more than {max_objects} JSON objects")
+        return dict(pairs)
+
+    return json.loads(text, object_pairs_hook=counted)
+
+
+def parse_line(
+    raw: bytes, lineno: int, *, max_objects: int = MAX_LINE_OBJECTS
+) -> JsonLine | BadLine | None:
+    """One raw line as an object or a :class:`BadLine`; None for a blank line.
+
+    A line over 1 MiB holding more than ``max_objects`` JSON objects is a
+    :class:`BadLine` (see the module docstring).
+    """
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -89,7 +147,9 @@ def parse_line(raw: bytes, lineno: int) -> JsonLine | BadLine | None:
     if not text.strip():
         return None
     try:
-        data = json.loads(text)
+        data = loads_bounded(text, max_objects) if len(raw) > _COUNT_FROM else json.loads(text)
+    except TooManyObjects as exc:
+        return BadLine(line=lineno, reason=f"{exc} (the cap on one JSONL line): not read")
     except ValueError as exc:
         return BadLine(line=lineno, reason=f"not valid JSON ({exc})")
     if not isinstance(data, dict):
@@ -100,16 +160,55 @@ def parse_line(raw: bytes, lineno: int) -> JsonLine | BadLine | None:
     return JsonLine(line=lineno, data=data)
 
 
-def read_lines(path: str | Path) -> Iterator[JsonLine | BadLine]:
+def iter_raw_lines(
+    fh: IO[bytes], max_line_bytes: int = MAX_LINE_BYTES
+) -> Iterator[tuple[int, bytes | None]]:
+    """``(line number, raw line)`` of an open binary file; ``None`` for a line over the cap.
+
+    A line longer than ``max_line_bytes`` (its newline aside) is read past in
+    1 MiB pieces and never held whole.
+    """
+    lineno = 0
+    while True:
+        raw = fh.readline(max_line_bytes + 1)
+        if not raw:
+            return
+        lineno += 1
+        if len(raw) > max_line_bytes and not raw.endswith(b"\n"):
+            del raw
+            while True:
+                piece = fh.readline(_SKIP_CHUNK)
+                if not piece or piece.endswith(b"\n"):
+                    break
+            yield lineno, None
+            continue
+        yield lineno, raw
+
+
+def read_lines(
+    path: str | Path,
+    *,
+    max_line_bytes: int = MAX_LINE_BYTES,
+    max_line_objects: int = MAX_LINE_OBJECTS,
+) -> Iterator[JsonLine | BadLine]:
     """Every non-blank line of a JSONL file, in order, as :class:`JsonLine` or :class:`BadLine`.
 
-    Streams (one line in memory at a time). Raises ``FileNotFoundError`` /
-    ``IsADirectoryError`` / ``PermissionError`` for a file that cannot be read
-    at all: that is the caller's argument, not a line.
+    Streams (one line in memory at a time; a line over ``max_line_bytes``, or
+    over 1 MiB with more than ``max_line_objects`` objects, is a
+    :class:`BadLine`). Raises ``FileNotFoundError`` / ``IsADirectoryError`` /
+    ``PermissionError`` for a file that cannot be read at all: that is the
+    caller's argument, not a line.
     """
     with open(path, "rb") as fh:
-        for lineno, raw in enumerate(fh, start=1):
-            parsed = parse_line(raw, lineno)
+        for lineno, raw in iter_raw_lines(fh, max_line_bytes):
+            if raw is None:
+                yield BadLine(
+                    line=lineno,
+                    reason=f"longer than {max_line_bytes} bytes (the cap on one JSONL line): "
+                    "not read",
+                )
+                continue
+            parsed = parse_line(raw, lineno, max_objects=max_line_objects)
             if parsed is not None:
                 yield parsed
 
@@ -141,7 +240,8 @@ class LineSink:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+        self._fd = os.open(path, flags, FILE_MODE)  # a new file is private (issue 31)
 
     def write(self, text: str) -> int:
         """Append ``text`` (UTF-8); ``OSError`` with the file's name when it cannot be."""
@@ -169,8 +269,8 @@ class LineSink:
 
 
 def open_append(path: Path) -> LineSink:
-    """Open ``path`` for appending lines, first ending a cut last line."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Open ``path`` for appending lines, first ending a cut last line (new folders ``0700``)."""
+    private_dir(path.parent)
     cut = ends_cut(path)
     sink = LineSink(path)
     if cut:

@@ -21,7 +21,6 @@ prints the answer once, as before, so scripts see the same output.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Mapping
@@ -30,11 +29,9 @@ from typing import IO, Any
 from langchain_core.messages import AIMessageChunk
 
 from pacore_graph.graph.records import PaCoReResult
+from pacore_graph.runs.heartbeat import HEARTBEAT_SECONDS, Silence, tick_interval, ticking
 
 __all__ = ["HEARTBEAT_SECONDS", "LiveRun", "run_live"]
-
-HEARTBEAT_SECONDS = 5.0
-"""Longest silence on a non-terminal stderr while a round runs: then a progress line."""
 
 
 class LiveRun:
@@ -58,11 +55,11 @@ class LiveRun:
         self.streamed = False
         self.heartbeat = heartbeat
         self._clock = clock
+        self._silence = Silence(heartbeat, clock)
         self._done = 0
         self._width = 0
         self._round = 0
         self._round_start: float | None = None  # None: no round running
-        self._last_line = clock()
         self._counter = bool(err is not None and err.isatty())
         self._answer_line_open = False  # streamed tokens ended mid-line
 
@@ -124,7 +121,7 @@ class LiveRun:
         self.err.flush()
 
     def _maybe_heartbeat(self) -> None:
-        if self._round_start is None or self._clock() - self._last_line < self.heartbeat:
+        if self._round_start is None or not self._silence.due():
             return
         self._line(
             f"round {self._round}: {self._done}/{self._width} explorer(s) done, {self._elapsed()} s"
@@ -138,7 +135,7 @@ class LiveRun:
             self._answer_line_open = False
         self.err.write(f"{prefix}{text}\n")
         self.err.flush()
-        self._last_line = self._clock()
+        self._silence.wrote()
 
 
 async def run_live(
@@ -158,8 +155,10 @@ async def run_live(
     live = LiveRun(err, out, heartbeat=heartbeat)
     modes = ["custom", "values"] + (["messages"] if out is not None else [])
     final: Mapping[str, Any] = {}
-    ticker = asyncio.create_task(_tick(live, min(1.0, heartbeat / 2))) if err else None
-    try:
+    ticks: contextlib.AbstractAsyncContextManager[None] = (
+        ticking(live.tick, tick_interval(heartbeat)) if err else contextlib.nullcontext()
+    )
+    async with ticks:
         async for mode, data in graph.astream(
             {"messages": [{"role": "user", "content": question}]}, stream_mode=modes
         ):
@@ -171,11 +170,6 @@ async def run_live(
                     live.token(message)
             elif mode == "values":
                 final = data
-    finally:
-        if ticker is not None:
-            ticker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await ticker
     if live.streamed and out is not None:
         out.write("\n")
         out.flush()
@@ -183,10 +177,3 @@ async def run_live(
     if not isinstance(result, PaCoReResult):
         raise RuntimeError("the graph finished without a result")
     return result, live.streamed
-
-
-async def _tick(live: LiveRun, every: float) -> None:
-    """Call ``live.tick()`` every ``every`` seconds until cancelled."""
-    while True:
-        await asyncio.sleep(every)
-        live.tick()

@@ -26,7 +26,7 @@ from typing import Any
 
 from pacore_graph.graph.records import PaCoReResult
 from pacore_graph.runs.atomic import write_lines_atomic
-from pacore_graph.runs.jsonl import BadLine, JsonLine, read_lines
+from pacore_graph.runs.jsonl import BadLine, JsonLine, iter_raw_lines, read_lines
 
 __all__ = [
     "ResultKey",
@@ -156,8 +156,8 @@ def compact_results(path: str | Path) -> tuple[int, int]:
 
     def kept_lines() -> Iterator[str]:
         with open(target, "rb") as fh:
-            for lineno, raw in enumerate(fh, start=1):
-                if lineno in keep:
+            for lineno, raw in iter_raw_lines(fh):  # a line over the cap is never kept
+                if lineno in keep and raw is not None:
                     yield raw.decode("utf-8").rstrip("\r\n")
 
     write_lines_atomic(target, kept_lines())

@@ -39,6 +39,7 @@ from pacore_graph.graph.records import PaCoReResult
 from pacore_graph.runs.checkpoint import DEFAULT_DURABILITY, Durability
 from pacore_graph.runs.fanout import Job, run_jobs
 from pacore_graph.runs.jsonl import BadLine, open_append, read_lines
+from pacore_graph.runs.private_files import private_dir
 from pacore_graph.runs.progress import progress_bar
 from pacore_graph.runs.results_file import ResultLine, compact_results, read_results
 
@@ -200,7 +201,7 @@ async def run_dataset(
     """
     started = time.perf_counter()
     out_path = Path(output)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(out_path.parent)
     done = finished_ids(out_path)
     todo = [r for r in records if r.id not in done]
     summary = RunSummary(total=len(todo) + len(done & {r.id for r in records}))

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
+import os
 import re
+import subprocess
+import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +19,7 @@ from eval_support import (
     PNG_MAGIC,
     PROBLEMS,
     SYNTHESIS_START,
+    locate,
     report,
     respond,
     result_lines,
@@ -60,6 +67,27 @@ def eval_args(dataset: Path, methods: str, url: str, out: Path) -> list[str]:
 
 OPERAND_RE = re.compile(r"What is (\d+) ([+\-×]) (\d+)\?")
 MODEXP_RE = re.compile(r"remainder when (\d+)\^(\d+) .* divided by (\d+)\?")
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o000])
+def test_every_file_an_eval_writes_is_private_whatever_the_umask(
+    server: ScriptedServer, dataset: Path, tmp_path: Path, umask: int
+) -> None:
+    """Issue 31: results.jsonl (0644) held every problem's tests for others to read."""
+    out = tmp_path / "deep" / "out"
+    before = os.umask(umask)
+    try:
+        assert main(eval_args(dataset, "single", server.base_url, out)) == 0
+    finally:
+        os.umask(before)
+    files = [p for p in out.rglob("*") if p.is_file()]
+    names = {p.name for p in files}
+    assert {"results.jsonl", "report.json", "report.md", "scaling.png"} <= names, names
+    assert any(n.endswith(".sqlite") or "checkpoint" in n for n in names), names
+    for path in files:
+        assert path.stat().st_mode & 0o777 == 0o600, (path, oct(path.stat().st_mode))
+    for folder in (out, out.parent, *(p for p in out.rglob("*") if p.is_dir())):
+        assert folder.stat().st_mode & 0o777 == 0o700, (folder, oct(folder.stat().st_mode))
 
 
 def check_answer(question: str, answer: str) -> tuple[str, int, int]:
@@ -276,3 +304,62 @@ def test_cli_eval_method_settings_no_method_reads_are_one_line_and_send_nothing(
     assert err.startswith("pacore: error: ") and message in err, err
     assert err.strip().count("\n") == 0
     assert server.request_count == 0
+
+
+# --------------------------------------------------------------------------- progress
+
+
+SLOW_S = 7.0
+PROGRESS_LINE = re.compile(r"^single: (\d+)/2 run\(s\) done, (\d+) s$")
+
+
+async def slow_second_problem(req: ScriptedRequest) -> ScriptedReply:
+    """:func:`respond`'s replies; problem 1's after ``SLOW_S`` s (an embedded model's pace)."""
+    if locate(req.last_user) == 1:
+        await asyncio.sleep(SLOW_S)
+    return respond(req)
+
+
+def test_cli_eval_shows_a_line_per_run_and_one_every_5_s_while_a_run_is_slow(
+    dataset: Path, tmp_path: Path
+) -> None:
+    """Issue 31: no silence longer than 5 s (plus a tick) on a piped stderr while a run goes on.
+
+    ``pacore eval`` in a subprocess, stderr a pipe: problem 0 answers at once,
+    problem 1 after 7 s. Expected on stderr, each line stamped as it arrives:
+    a line for the first finished run, a heartbeat 5-6 s later (the same
+    count, the elapsed seconds), then the second run's line; stdout holds the
+    report and no progress.
+    """
+    with ScriptedServer(slow_second_problem).run_in_thread() as server:
+        args = eval_args(dataset, "single", server.base_url, tmp_path / "eval")
+        args.remove("--no-progress")
+        args += ["--limit", "2"]
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pacore_graph.cli", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        stamped: list[tuple[float, str]] = []
+
+        def read_stderr() -> None:
+            assert proc.stderr is not None
+            for line in proc.stderr:
+                stamped.append((time.monotonic(), line.rstrip("\n")))
+
+        reader = threading.Thread(target=read_stderr, daemon=True)
+        reader.start()
+        assert proc.stdout is not None
+        stdout = proc.stdout.read()  # stderr is the reader's alone: not communicate()
+        proc.wait(timeout=120)
+        reader.join(timeout=10)
+    assert proc.returncode == 0, [text for _, text in stamped]
+    progress = [(at, PROGRESS_LINE.match(text)) for at, text in stamped]
+    lines = [(at, int(m[1]), int(m[2])) for at, m in progress if m is not None]
+    assert [done for _, done, _ in lines] == [1, 1, 2], stamped
+    (first, _, first_s), (beat, _, beat_s), (last, _, last_s) = lines
+    assert 5.0 <= beat - first < 5.0 + 1.0 + 1.5, (beat - first, stamped)  # heartbeat + tick
+    assert beat_s >= first_s + 5 and last_s >= SLOW_S - 1
+    assert last - beat < SLOW_S - 5.0 + 1.5
+    assert "# Evaluation report" in stdout and "run(s) done" not in stdout

@@ -9,6 +9,8 @@ passed), a judged one by the judge server, whose verdicts land in the
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,31 @@ from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
 
 TESTS = CodeTests(tests=(CodeTest("2 3\n", "5\n", "stdin"), CodeTest("4 4\n", "8", "stdin")))
 
+#: Issue 31's wrong program graded correct: it finds its test in any JSONL file it can
+#: read below /tmp/pacore-cheat-* (the dataset, the eval's results.jsonl) and prints the
+#: expected output. It knows nothing of the problem.
+CHEAT = """
+import glob, json, sys
+
+def tests(value):
+    if isinstance(value, dict):
+        if "input" in value and "output" in value:
+            yield value
+        for v in value.values():
+            yield from tests(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from tests(v)
+
+given = sys.stdin.read().strip()
+for path in glob.glob("/tmp/pacore-cheat-*/**/*.jsonl", recursive=True):
+    for line in open(path):
+        for test in tests(json.loads(line)):
+            if test["input"].strip() == given:
+                print(test["output"])
+                sys.exit(0)
+"""
+
 
 def reply(request: ScriptedRequest) -> ScriptedReply:
     text = request.last_user
@@ -29,6 +56,8 @@ def reply(request: ScriptedRequest) -> ScriptedReply:
         correct = text.split("[correct_answer]:")[1].split("reasoning:")[0].strip()
         verdict = "yes" if correct in response else "no"
         return ScriptedReply(content=f"extracted_final_answer: x\ncorrect: {verdict}")
+    if "look your test up" in text:
+        return ScriptedReply(content=f"```python\n{CHEAT}\n```")
     if "add two numbers" in text:
         return ScriptedReply(content="```python\nprint(sum(map(int, input().split())))\n```")
     return ScriptedReply(content="Answer: Paris")
@@ -127,6 +156,40 @@ def test_judged_records_go_to_the_judge_and_its_cache(
     tokens = line["grade_info"]["judge_tokens"]
     report_md = (out / "report.md").read_text()
     assert f"{tokens} over 1 verdicts (not in effective TTC)" in report_md
+
+
+@pytest.fixture
+def world_readable() -> Iterator[Path]:
+    """A folder as datasets and eval outputs sit on real machines: 0755, files 0644."""
+    base = Path(tempfile.mkdtemp(prefix="pacore-cheat-"))
+    base.chmod(0o755)
+    try:
+        yield base
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_program_that_looks_its_test_up_scores_nothing(
+    server: ScriptedServer, world_readable: Path, capsys: Any
+) -> None:
+    """Issue 31 (high): it found its test in the world-readable dataset and scored 1.0."""
+    record = {
+        "id": "cheat",
+        "messages": [{"role": "user", "content": "Write a program; look your test up."}],
+        "ground_truth": {CODE_TESTS_KEY: TESTS.to_json()},
+        "category": "code",
+    }
+    data = write(world_readable / "code.jsonl", [record])
+    data.chmod(0o644)
+    out = world_readable / "out"
+    argv = ["eval", "--dataset", str(data), "--out", str(out), "--methods", "single,majority:2"]
+    code = main([*argv, "--grader-workers", "1", *base(server)])
+    assert code == EXIT_OK, capsys.readouterr().err
+    lines = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    assert len(lines) == 2  # the second one graded could read the first one's line too
+    for line in lines:
+        assert line["score"] == 0.0, line["grade_info"]
+        assert line["grade_info"]["first_failure"]["kind"] == "wrong_answer"
 
 
 def _by_problem(out: Path) -> dict[str, dict[str, Any]]:

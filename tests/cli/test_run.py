@@ -244,6 +244,28 @@ def test_dataset_mode_writes_results_and_resumes(
     assert len(out.read_text(encoding="utf-8").splitlines()) == 5
 
 
+@pytest.mark.parametrize("umask", [0o022, 0o000])
+def test_files_a_dataset_run_writes_are_private_whatever_the_umask(
+    server: ScriptedServer, capsys: Any, tmp_path: Path, umask: int
+) -> None:
+    """Issue 31: the output holds the problems and answers; others must not read it."""
+    data = tmp_path / "in.jsonl"
+    shutil.copy(DATA, data)
+    out = tmp_path / "new" / "out.jsonl"
+    argv = ["run", *base(server), "--input", str(data), "--output", str(out), "--rounds", "2"]
+    before = os.umask(umask)
+    try:
+        assert main(argv) == 0, capsys.readouterr().err
+    finally:
+        os.umask(before)
+    written = sorted(p for p in out.parent.iterdir())
+    assert out in written and any("checkpoints" in p.name for p in written), written
+    for path in written:
+        assert path.stat().st_mode & 0o777 == 0o600, (path, oct(path.stat().st_mode))
+    assert out.parent.stat().st_mode & 0o777 == 0o700
+    assert os.umask(before) == before  # the command gave the umask back
+
+
 def test_dataset_mode_reports_bad_lines_on_stderr(
     server: ScriptedServer, capsys: Any, tmp_path: Path
 ) -> None:

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-from swe_support import EX, EXAMPLE, example_repo
+from swe_support import EX, EXAMPLE, TEST_COMMAND, example_repo
 
 from pacore_graph.cli import main
 from pacore_graph.testing import ScriptedServer
@@ -32,7 +32,7 @@ def test_pacore_swe_command(repo: Path, capsys: pytest.CaptureFixture[str], tmp_
                 "--issue",
                 str(EXAMPLE / "ISSUE.md"),
                 "--test",
-                "pytest -q",
+                TEST_COMMAND,
                 "--rounds",
                 "2",
                 "--base-url",

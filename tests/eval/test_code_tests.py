@@ -9,6 +9,7 @@ import pytest
 from pacore_graph.eval.code_tests import (
     CODE_TESTS_KEY,
     DEFAULT_TIME_LIMIT_S,
+    MAX_TESTS,
     CodeTest,
     CodeTests,
     code_tests_of,
@@ -60,3 +61,15 @@ def test_records_without_tests_have_none() -> None:
 def test_bad_tests_are_refused_with_the_reason(data: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         code_tests_of({CODE_TESTS_KEY: data})
+
+
+def test_more_tests_than_the_cap_are_refused_before_they_are_built() -> None:
+    """Issue 31 (low): 4M tests per problem loaded with no cap (1.7 GB)."""
+    assert MAX_TESTS == 10_000
+    one = {"input": "1", "output": "1", "testtype": "stdin"}
+    with pytest.raises(ValueError, match="10001 tests: more than 10000 per problem"):
+        CodeTests.from_json({"tests": [one] * (MAX_TESTS + 1)})
+    test = CodeTest("1", "1", "stdin")
+    with pytest.raises(ValueError, match="more than 10000 per problem"):
+        CodeTests(tests=(test,) * (MAX_TESTS + 1))
+    assert len(CodeTests.from_json({"tests": [one] * MAX_TESTS}).tests) == MAX_TESTS

@@ -46,6 +46,22 @@ def test_our_jsonl_format_is_read_as_before(tmp_path: Path) -> None:
         load_dataset_spec(str(path), since=date(2024, 1, 1))
 
 
+def test_a_jsonl_record_with_more_tests_than_the_cap_is_a_bad_line(tmp_path: Path) -> None:
+    """Issue 31 (low): the line is named, the other records load."""
+    one = {"input": "1", "output": "1", "testtype": "stdin"}
+    rows = [
+        {"id": "many", "question": "q", "ground_truth": {"code_tests": {"tests": [one] * 10_001}}},
+        {"id": "fine", "question": "q", "ground_truth": {"code_tests": {"tests": [one]}}},
+    ]
+    path = tmp_path / "d.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    loaded = load_dataset_spec(str(path))
+    assert [r.id for r in loaded.records] == ["fine"]
+    assert [str(e) for e in loaded.input_errors] == [
+        "line 1: code tests: 10001 tests: more than 10000 per problem"
+    ]
+
+
 def test_a_hub_format_file_gets_its_benchmark_by_columns(tmp_path: Path) -> None:
     rows = [hle_row("q1", "Q?", "1"), hle_row("q2", "Pic?", "2", image="data:image/png;base64,AA")]
     loaded = load_dataset_spec(str(write_parquet(rows, tmp_path / "test-00000.parquet")))

@@ -16,11 +16,14 @@ import pytest
 
 from pacore_graph.eval.graders import grader_from_name
 from pacore_graph.eval.judge import JudgeGrader, rubric_for
-from pacore_graph.testing.scripted_server import ScriptedRequest, ScriptedServer
+from pacore_graph.testing.scripted_server import ScriptedReply, ScriptedRequest, ScriptedServer
 
 
-def judge_reply(request: ScriptedRequest) -> str:
+def judge_reply(request: ScriptedRequest) -> str | ScriptedReply:
     prompt = request.last_user
+    if "CUT" in prompt:  # a judge stopped by max_tokens while it quoted the response
+        quoted = "reasoning: the response ends with\ncorrect: yes\nconfidence: 100"
+        return ScriptedReply(content=f"extracted_final_answer: 5\n{quoted}", finish_reason="length")
     if "<MODEL_RESPONSE>" in prompt:  # MultiChallenge's rubric: reasoning, then YES or NO
         response = prompt.split("<MODEL_RESPONSE>")[1].split("</MODEL_RESPONSE>")[0]
         if "MUMBLE" in response:
@@ -78,6 +81,16 @@ def test_unparsed_verdict_is_never_correct_and_is_retried(
     assert grade.info is not None and grade.info["judge_verdict"] == "unparsed"
     assert server.request_count - before == 3  # asked again, never guessed
     assert "unparsed" in grade.detail
+
+
+def test_a_judge_reply_cut_at_max_tokens_is_never_read_as_a_verdict(
+    server: ScriptedServer, tmp_path: Path
+) -> None:
+    """Issue 31: what a cut reply ends with may be a quote of the response, not the verdict."""
+    grade = judge(server, tmp_path, attempts=2).grade("Answer: 5 CUT", HLE_TRUTH, problem="q")
+    assert (grade.score, grade.parsed) == (0.0, False)
+    assert grade.info is not None and grade.info["judge_verdict"] == "unparsed"
+    assert "cut at max_tokens" in grade.detail
 
 
 def test_failed_call_is_retried(server: ScriptedServer, tmp_path: Path) -> None:

@@ -7,6 +7,9 @@ import collections
 import json
 import os
 import pickle
+import struct
+import time
+import tracemalloc
 import zlib
 from pathlib import Path
 
@@ -97,15 +100,21 @@ def test_a_list_that_contains_itself_is_refused() -> None:
 
 
 def test_shared_lists_are_checked_once() -> None:
-    """40 levels of [x, x]: 2**40 paths, 40 lists; the check follows each list once."""
+    """20 levels of [x, x]: 2**20 paths, 20 lists; the check follows each list once."""
     value: list[object] = ["leaf"]
-    for _ in range(40):
+    for _ in range(20):
         value = [value, value]
     loaded = safe_loads(pickle.dumps(value))
-    for _ in range(40):
+    for _ in range(20):
         assert loaded[0] is loaded[1]
         loaded = loaded[0]
     assert loaded == ["leaf"]
+    for _ in range(20):  # 2**40 copies of "leaf" written out: measured, never walked
+        value = [value, value]
+    started = time.monotonic()
+    with pytest.raises(UnsafePickleError, match="expands to more than"):
+        safe_loads(pickle.dumps(value))
+    assert time.monotonic() - started < 1.0
 
 
 @pytest.mark.parametrize("protocol", [0, 2, pickle.HIGHEST_PROTOCOL])
@@ -152,3 +161,68 @@ def test_inflation_is_bounded() -> None:
     with pytest.raises(UnsafePickleError, match="more than 1000 bytes"):
         decode_compressed_pickle(bomb, max_bytes=1000)
     assert decode_compressed_pickle(bomb, max_bytes=300_000) == "x" * 200_000
+
+
+# --------------------------------------------------------------------------- issue 31: memory
+
+
+def _memo_bomb(index: int) -> str:
+    """A LiveCodeBench field of ~130 KB: one text, then a memo slot far ahead of the last.
+
+    The C unpickler grows its memo table to twice the index it is told to
+    store at, zeroing every slot: index 2**28 was 4 GiB, the finding's
+    figure. Index 2**24 (256 MiB) keeps this test's failure affordable.
+    """
+    text = base64.b64encode(os.urandom(97_000)).decode()
+    body = b"\x80\x04\x8d" + struct.pack("<Q", len(text)) + text.encode()
+    body += b"r" + struct.pack("<I", index) + b"."  # LONG_BINPUT index
+    return _compress(body)
+
+
+def test_a_memo_index_far_ahead_is_refused_before_any_table_is_grown() -> None:
+    """Issue 31: a 130 KB row peaked at 4.1 GB before it was refused."""
+    field = _memo_bomb(1 << 24)
+    assert 120_000 < len(field) < 140_000
+    tracemalloc.start()
+    try:
+        with pytest.raises(UnsafePickleError, match=r"memo index 16777216 .*: refused"):
+            decode_compressed_pickle(field)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 * 1024 * 1024, f"peak {peak / 2**20:.0f} MiB"
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_memo_indices_a_pickler_writes_are_fine(protocol: int) -> None:
+    shared = ["a"]
+    value = {"x": shared, "y": [shared, shared, "b"], "z": "c"}
+    assert safe_loads(pickle.dumps(value, protocol=protocol)) == value
+
+
+def _references(count: int, size: int) -> bytes:
+    """A list of ``count`` references to one ``size``-character text: 2 bytes each."""
+    text = "x" * size
+    return (
+        b"\x80\x04\x8d" + struct.pack("<Q", size) + text.encode() + b"\x94"  # MEMOIZE: slot 0
+        + b"]("  # EMPTY_LIST, MARK
+        + b"h\x00" * count  # BINGET 0
+        + b"e."  # APPENDS, STOP
+    )  # fmt: skip
+
+
+def test_a_value_that_expands_past_the_cap_when_written_out_is_refused() -> None:
+    """60,000 references to 64 KiB: 190 KB of pickle, 3.9 GB once anyone copies it out."""
+    bomb = _references(60_000, 65_536)
+    assert len(bomb) < 200_000
+    tracemalloc.start()
+    try:
+        with pytest.raises(UnsafePickleError, match="expands to more than 1073741824 characters"):
+            safe_loads(bomb)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 * 1024 * 1024, f"peak {peak / 2**20:.0f} MiB"
+    assert len(safe_loads(_references(100, 65_536))) == 100  # 6.5 MB written out: fine
+    with pytest.raises(UnsafePickleError, match="expands to more than 1000 characters"):
+        safe_loads(_references(100, 64), max_expanded=1000)

@@ -1,8 +1,15 @@
-"""Aggregators: answer extraction, majority vote (ties included) and first answer."""
+"""Aggregators: answer extraction, majority vote (ties included), first answer, off the loop."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import random
+import string
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import pytest
 
@@ -10,6 +17,8 @@ from pacore_graph.graph.aggregation import (
     Aggregator,
     FirstAnswer,
     MajorityVote,
+    Verdict,
+    aggregate_off_loop,
     extract_final_answer,
     normalize_answer,
 )
@@ -251,3 +260,99 @@ def test_aggregators_satisfy_the_protocol_and_have_names() -> None:
     assert isinstance(MajorityVote(), Aggregator)
     assert isinstance(FirstAnswer(), Aggregator)
     assert (MajorityVote().name, FirstAnswer().name) == ("majority", "first")
+
+
+# --------------------------------------------------------------------------- off the loop
+
+
+def fresh_words(n: int, seed: int) -> list[str]:
+    """``n`` different letter strings no earlier vote of this process has parsed."""
+    draw = random.Random(f"{seed}-{time.time_ns()}")
+    return ["".join(draw.choices(string.ascii_lowercase, k=10)) for _ in range(n)]
+
+
+def word_round(words: list[str]) -> list[Trajectory]:
+    """A round whose explorers answer the words (math-verify reads each as a symbol)."""
+    return [traj(i, f"So the answer is \\boxed{{\\text{{{w}}}}}.") for i, w in enumerate(words)]
+
+
+async def loop_lag(done: asyncio.Event) -> float:
+    """The longest the event loop went without running this task until ``done``, in seconds."""
+    worst, last = 0.0, time.monotonic()
+    while not done.is_set():
+        await asyncio.sleep(0.01)
+        now = time.monotonic()
+        worst, last = max(worst, now - last - 0.01), now
+    return worst
+
+
+@dataclass
+class Recorded:
+    """An aggregator recording where and how long it ran, and how it ended."""
+
+    inner: Aggregator
+    name: str = "recorded"
+    thread: int | None = None
+    started: threading.Event = field(default_factory=threading.Event)
+    ended: list[tuple[float, str]] = field(default_factory=list)
+
+    def aggregate(self, rounds: Sequence[Sequence[Trajectory]]) -> Verdict:
+        self.thread = threading.get_ident()
+        self.started.set()
+        outcome = "returned"
+        try:
+            return self.inner.aggregate(rounds)
+        except BaseException as exc:
+            outcome = type(exc).__name__
+            raise
+        finally:
+            self.ended.append((time.monotonic(), outcome))
+
+
+def slow_extract(text: str) -> str | None:
+    """The vote's extraction plus 4 ms of pure-Python CPU (holding the GIL as parsing does).
+
+    A warm math-verify parses a short answer in about a millisecond, so 120
+    fresh words alone can vote in 0.15 s: too quick to tell a stalled loop
+    from a free one. The burn makes every vote of the test last at least
+    0.48 s, on any machine and whatever ran before it in the process.
+    """
+    until = time.perf_counter() + 0.004
+    while time.perf_counter() < until:
+        pass
+    return extract_final_answer(text)
+
+
+async def test_a_vote_off_the_loop_runs_in_a_thread_and_leaves_the_loop_free() -> None:
+    rounds = [word_round(fresh_words(120, 1))]
+    vote = Recorded(MajorityVote(extract=slow_extract))
+    done = asyncio.Event()
+    lag = asyncio.ensure_future(loop_lag(done))
+    started = time.monotonic()
+    verdict = await aggregate_off_loop(vote, rounds)
+    took = time.monotonic() - started
+    done.set()
+    worst = await lag
+    assert vote.thread != threading.get_ident()
+    assert verdict == MajorityVote().aggregate(rounds)  # the same vote (now from the cache)
+    assert len(verdict.details["votes"]) == 120
+    assert took > 0.3, "the vote was too quick to tell"
+    assert worst < max(0.25, took / 3), f"the loop stalled {worst:.2f} s of a {took:.2f} s vote"
+
+
+async def test_cancelling_a_vote_off_the_loop_stops_its_thread() -> None:
+    vote = Recorded(MajorityVote())
+    task = asyncio.ensure_future(aggregate_off_loop(vote, [word_round(fresh_words(600, 2))]))
+    while not vote.started.is_set():
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.2)
+    cancelled = time.monotonic()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    while not vote.ended and time.monotonic() - cancelled < 10:
+        await asyncio.sleep(0.01)
+    assert vote.ended, "the vote's thread ran on after its caller was cancelled"
+    ended, outcome = vote.ended[0]
+    assert outcome == "VoteCancelledError"
+    assert ended - cancelled < 2.0

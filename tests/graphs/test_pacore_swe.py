@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
-from swe_support import EX, ISSUE, example_repo
+from swe_support import EX, ISSUE, TEST_COMMAND, example_repo
 
 from pacore_graph.graphs.pacore_swe import SWECompactor, run_swe
 from pacore_graph.llm.langchain_client import aclose_chat_model, make_chat_model
@@ -53,7 +53,7 @@ async def _run(respond: object, repo: Path, rounds: list[int], **kwargs: object)
         chat = make_chat_model(srv.base_url, "m")
         try:
             outcome = await run_swe(
-                chat, repo, ISSUE, "pytest -q", config=PaCoReConfig(rounds=rounds), **kwargs
+                chat, repo, ISSUE, TEST_COMMAND, config=PaCoReConfig(rounds=rounds), **kwargs
             )
         finally:
             await aclose_chat_model(chat)

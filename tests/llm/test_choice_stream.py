@@ -69,8 +69,10 @@ async def settled_stats(base_url: str) -> dict[str, Any]:
 
 async def test_stream_each_reports_each_sample_as_its_choice_finishes() -> None:
     lengths = LengthModel(median=200, sigma=1.2)
+    # 500 tokens/s a sequence: the drawn lengths (61 to 596 tokens) end at least 50 ms
+    # apart, so a loaded machine cannot swap two of them (at 5,000 it did: 5 ms apart).
     async with ThroughputServer(
-        by_index, throughput=20_000, per_sequence_cap=5_000, lengths=lengths
+        by_index, throughput=20_000, per_sequence_cap=500, lengths=lengths
     ) as srv:
         client = OpenAICompatClient(srv.base_url, "throughput", retry=ONE_TRY)
         try:

@@ -121,7 +121,10 @@ def running_phoenix(workdir: Path) -> Iterator[Phoenix]:
         )
     phoenix = Phoenix(f"http://127.0.0.1:{port}", log)
     try:
-        deadline = time.monotonic() + 120
+        # Phoenix's start (imports, then its database migrations) took 60 s in
+        # a serial run and over 120 s under `pytest -n 2` on a loaded machine;
+        # the wait is set-up, not what the tests check, so it is generous.
+        deadline = time.monotonic() + 300
         while True:
             if process.poll() is not None:
                 raise RuntimeError(f"phoenix serve exited: {log.read_text()[-2000:]}")

@@ -81,8 +81,13 @@ def test_model_commands_give_one_line_errors(
     assert "does not exist" in capsys.readouterr().err
 
 
-def test_the_train_and_eval_example_closes_the_loop(tmp_path: Path) -> None:
-    """examples/train_and_eval.py, small: evaluate, episodes, PPO, evaluate the trained folder."""
+def test_the_train_and_eval_example_closes_the_loop(tiny_model: Path, tmp_path: Path) -> None:
+    """examples/train_and_eval.py, small: evaluate, episodes, PPO, evaluate the trained folder.
+
+    On the session's tiny model (``--model``): the example's default builds
+    the same folder with ``build_tiny_model``, which tests/rl/test_tiny.py and
+    the ``tiny_model`` fixture cover; building it again here cost a GGUF parse.
+    """
     pytest.importorskip("trl")
     sys.path.insert(0, str(EXAMPLES))
     try:
@@ -92,6 +97,7 @@ def test_the_train_and_eval_example_closes_the_loop(tmp_path: Path) -> None:
     summary = example.main(
         [
             "--work", str(tmp_path / "loop"),
+            "--model", str(tiny_model),
             "--eval-problems", "2",
             "--train-problems", "2",
             "--steps", "1",

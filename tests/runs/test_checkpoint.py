@@ -11,8 +11,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -138,6 +140,23 @@ async def test_bad_checkpoint_specs_fail_with_one_line(tmp_path: Path) -> None:
     async with open_checkpointer(None, tmp_path / "sub" / "a.sqlite") as saver:
         assert saver is not None
     assert (tmp_path / "sub" / "a.sqlite").exists()
+
+
+async def test_an_unreachable_postgresql_is_refused_at_once(tmp_path: Path) -> None:
+    """Issue 31 (low): a closed port failed after 61 s (the whole --checkpoint-timeout)."""
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"postgresql://pacore:secret@127.0.0.1:{port}/runs"
+    started = time.monotonic()
+    with pytest.raises(ValueError) as info:
+        async with asyncio.timeout(30), open_checkpointer(url, tmp_path / "a.sqlite"):
+            pass
+    elapsed = time.monotonic() - started
+    message = str(info.value)
+    assert elapsed < 5, f"{elapsed:.1f} s"
+    assert message.startswith(f"--checkpoint postgresql://pacore:***@127.0.0.1:{port}/runs: ")
+    assert "refused" in message and "secret" not in message and "\n" not in message
 
 
 # ----------------------------------------------------------------- only changed channels

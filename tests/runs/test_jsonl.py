@@ -11,11 +11,14 @@ from __future__ import annotations
 import errno
 import io
 import json
+import tracemalloc
 from pathlib import Path
 
 import pytest
 
 from pacore_graph.runs.jsonl import (
+    MAX_LINE_BYTES,
+    MAX_LINE_OBJECTS,
     BadLine,
     JsonLine,
     LineSink,
@@ -134,3 +137,48 @@ def test_dumps_line_keeps_text_and_write_lines_counts() -> None:
     records = [GOOD, {"id": "b"}]
     assert write_lines(out, records) == len(records)
     assert [json.loads(x) for x in out.getvalue().splitlines()] == records
+
+
+# --------------------------------------------------------------------------- issue 31: caps
+
+
+def test_the_caps_are_generous_for_real_benchmarks() -> None:
+    assert MAX_LINE_BYTES == 256 * 1024 * 1024 and MAX_LINE_OBJECTS == 1_000_000
+
+
+def test_a_line_over_the_byte_cap_is_a_bad_line_never_held_whole(tmp_path: Path) -> None:
+    """Issue 31 (low): a 1 GB line was read whole (5.4 GB at its peak)."""
+    path = tmp_path / "big.jsonl"
+    with path.open("w") as fh:
+        fh.write(json.dumps(GOOD) + "\n")
+        fh.write('{"blob": "' + "x" * (16 << 20) + '"}\n')  # 16 MiB
+        fh.write(json.dumps({"id": "c"}) + "\n")
+    tracemalloc.start()
+    try:
+        items = list(read_lines(path, max_line_bytes=1 << 20))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert [type(i).__name__ for i in items] == ["JsonLine", "BadLine", "JsonLine"]
+    assert str(items[1]) == (
+        "line 2: longer than 1048576 bytes (the cap on one JSONL line): not read"
+    )
+    assert isinstance(items[2], JsonLine) and items[2].line == 3
+    assert peak < 4 * (1 << 20), f"peak {peak / 2**20:.1f} MiB"  # the cap and a piece
+    # At the cap exactly, the line is read (its newline does not count).
+    exact = tmp_path / "exact.jsonl"
+    exact.write_text('{"b": "' + "y" * 100 + '"}\n')
+    assert isinstance(next(read_lines(exact, max_line_bytes=109)), JsonLine)
+    assert isinstance(next(read_lines(exact, max_line_bytes=108)), BadLine)
+
+
+def test_a_big_line_of_too_many_objects_is_refused_while_parsed(tmp_path: Path) -> None:
+    """4M tiny objects in one line cost 1.7 GB parsed; the parse stops at the cap."""
+    path = tmp_path / "many.jsonl"
+    row = {"tests": [{"input": "1", "output": "1"}] * 60_000}  # 1.9 MB, 60,001 objects
+    path.write_text(json.dumps(row) + "\n" + json.dumps(GOOD) + "\n")
+    items = list(read_lines(path, max_line_objects=10_000))
+    assert isinstance(items[0], BadLine) and items[0].line == 1
+    assert "more than 10000 JSON objects" in items[0].reason
+    assert isinstance(items[1], JsonLine)
+    assert isinstance(next(read_lines(path)), JsonLine)  # under the default cap

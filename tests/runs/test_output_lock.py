@@ -131,6 +131,75 @@ def test_a_second_run_on_a_held_output_is_refused_and_sigkill_frees_it(
     assert not lock_path(out).exists()  # a normal exit removes it
 
 
+def test_a_hard_link_to_a_running_outputs_file_is_refused(
+    stalled: ScriptedServer, tmp_path: Path
+) -> None:
+    """Issue 31 (low): a run on a hard link of a running run's output ran everything again.
+
+    The lock beside a file is named by its path, and a hard link has another
+    one; the lock on the file itself is the inode's, whatever its name.
+    """
+    data, out = write_dataset(tmp_path / "data.jsonl"), tmp_path / "results.jsonl"
+    out.touch()
+    alias = tmp_path / "elsewhere" / "alias.jsonl"
+    alias.parent.mkdir()
+    os.link(out, alias)
+    argv = run_argv(data, out, "4,2", "--no-progress", base_url=stalled.base_url, model="m")
+    first = subprocess.Popen(
+        [sys.executable, "-m", "pacore_graph.cli", *argv],
+        env=ENV,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120  # hang guard
+        lock = lock_path(out)
+        while not (lock.exists() and lock.read_text().strip() == str(first.pid)):
+            assert first.poll() is None and time.monotonic() < deadline, first.communicate()
+            time.sleep(0.01)
+        with ScriptedServer(by_input).run_in_thread() as other:
+            argv = run_argv(data, alias, "4,2", "--no-progress", base_url=other.base_url)
+            second = subprocess.run(
+                [sys.executable, "-m", "pacore_graph.cli", *argv, "--model", "m"],
+                env=ENV,
+                cwd=tmp_path,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert other.request_count == 0, "the second run called the model"
+            assert second.returncode == 2, second.stderr[-2000:]
+            lines = second.stderr.strip().splitlines()
+            assert len(lines) == 1, second.stderr
+            assert lines[0].startswith(f"pacore: error: --output: {alias} is being written by")
+            assert f"pid {first.pid}" in lines[0] and "another name" in lines[0]
+    finally:
+        first.kill()
+        first.communicate(timeout=30)
+    assert out.read_text() == ""  # nothing was written through the alias
+
+
+def test_the_lock_on_the_file_itself_is_taken_and_an_unused_file_is_not_left(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "results.jsonl"
+    with hold_output_lock(out):
+        assert out.exists() and out.stat().st_mode & 0o777 == 0o600
+        link = tmp_path / "link.jsonl"
+        os.link(out, link)
+        refused = pytest.raises(OutputLockedError, match=f"pid {os.getpid()}.*another name")
+        with refused, hold_output_lock(link):
+            pass
+        link.unlink()
+    assert not out.exists()  # made for the lock and still empty: removed on release
+    out.write_text("kept\n")
+    with hold_output_lock(out):
+        pass
+    assert out.read_text() == "kept\n"
+
+
 def test_eval_on_a_held_out_dir_is_refused(
     server: ScriptedServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -18,6 +18,10 @@ majority, not its first's 7), ``deepconf-online:4`` votes over a warm-up of
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import signal
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,7 +29,7 @@ import httpx
 import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from serve_support import RunningServe, running_serve, serve_settings
+from serve_support import RunningServe, running_serve, serve_process, serve_settings
 
 from pacore_graph.eval.methods import build_method_graph
 from pacore_graph.graph.builder import ainvoke_pacore
@@ -366,3 +370,93 @@ def test_a_methods_settings_never_fail_after_admission(upstream: CountingUpstrea
             assert resp.status_code == 200, (param, resp.text)
             assert upstream.request_count == 1
         assert post(srv, "majority:2", compactor="answer").status_code == 200  # a built-in
+
+
+# --------------------------------------------------------------------------- a wide vote
+
+
+def slow_distinct_answer(request: ScriptedRequest) -> ScriptedReply:
+    r"""A different answer per sample, each a symbolic sum math-verify takes ~10 ms to parse.
+
+    ``\frac{A\pi}{B} + \sqrt{C}`` with A, B, C from a hash of the sample's
+    seed and index: 1024 samples make 1024 distinct values (no pair for the
+    vote to compare) and a vote of 10 s or more however fast the machine,
+    so the checks below fall inside it (the test stops it with SIGTERM).
+    """
+    digest = hashlib.sha256(f"{request.seed}|{request.sample_index}".encode()).digest()
+    a, b, c = 2 + digest[0] * 4 + digest[1] % 4, 2 + digest[2] * 4 + digest[3] % 4, 2 + digest[4]
+    return ScriptedReply(content=f"So \\boxed{{\\frac{{{a}\\pi}}{{{b}}} + \\sqrt{{{c}}}}}.")
+
+
+def test_a_wide_vote_leaves_the_server_responsive_and_sigterm_ends_it() -> None:
+    """``majority:1024`` over 1024 distinct answers: /health and /stats answer, SIGTERM ends it.
+
+    Issue 31 (round 4): with the vote on the event loop, a ``majority:1024``
+    request over distinct answers left /health and /stats unanswered for
+    minutes and SIGTERM could not stop the server. Here ``pacore serve`` runs
+    in a process of its own; once the scripted upstream has answered all 1024
+    samples, /health and /stats are asked for 3 s (the run's compaction and
+    its vote of 10 s or more) and must each answer within 2 s (well under a
+    second when quiet; a loaded machine's pauses stop every thread). The
+    request must still be running then (the vote was not skipped), and
+    SIGTERM ends the server within its ``--drain-timeout`` (1 s) plus 5 s:
+    the drain cancels the run, and the vote's thread stops at its next answer.
+    """
+    served: list[int] = []
+
+    def answer(request: ScriptedRequest) -> ScriptedReply:
+        served.append(1)
+        return slow_distinct_answer(request)
+
+    with (
+        ScriptedServer(answer).run_in_thread() as upstream,
+        serve_process(
+            "--upstream",
+            upstream.base_url,
+            "--model",
+            "scripted",
+            "--drain-timeout",
+            "1",
+            "--log-level",
+            "warning",
+        ) as server,
+    ):
+        body = {"model": "majority:1024", "messages": MESSAGES, "seed": SEED}
+        outcome: dict[str, Any] = {}
+
+        def call() -> None:
+            try:
+                outcome["status"] = httpx.post(
+                    f"{server.base}/v1/chat/completions", json=body, timeout=120
+                ).status_code
+            except httpx.TransportError as exc:
+                outcome["error"] = exc
+
+        caller = threading.Thread(target=call, daemon=True)
+        caller.start()
+        deadline = time.monotonic() + 60
+        while len(served) < 1024:  # every sample answered: compaction, then the vote
+            assert time.monotonic() < deadline and caller.is_alive(), outcome
+            time.sleep(0.05)
+        slowest: dict[str, float] = {"/health": 0.0, "/stats": 0.0}
+        window = time.monotonic() + 3.0
+        while time.monotonic() < window:
+            for path in slowest:
+                asked = time.monotonic()
+                try:
+                    resp = httpx.get(f"{server.base}{path}", timeout=2.0)
+                except httpx.TimeoutException:
+                    pytest.fail(f"{path} went unanswered for 2 s during the vote")
+                assert resp.status_code == 200, (path, resp.text)
+                slowest[path] = max(slowest[path], time.monotonic() - asked)
+            time.sleep(0.1)
+        stats = httpx.get(f"{server.base}/stats", timeout=2.0).json()
+        assert caller.is_alive(), f"the vote ended before the checks did: {outcome}"
+        assert stats["runs_in_progress"] == 1, stats
+        signalled = time.monotonic()
+        server.proc.send_signal(signal.SIGTERM)
+        code = server.proc.wait(timeout=30)
+        stopped = time.monotonic() - signalled
+    assert max(slowest.values()) < 2.0, slowest
+    assert code in (0, -signal.SIGTERM)
+    assert stopped < 1 + 5, f"SIGTERM took {stopped:.1f} s to end the server"

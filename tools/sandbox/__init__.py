@@ -42,15 +42,25 @@ launcher, as root, enters new **mount, PID, IPC and network namespaces**
   blocks it reserves for root or ``resuid``). Only what the sandbox uid could
   read on the host is copied in; the rest (a root-owned 0600 file, say) is
   neither visible nor replaced, and nothing on the host is ever chowned;
-* makes every mount of the host **read-only** in its private mount namespace
-  (``mount_setattr(2)`` with ``AT_RECURSIVE``, Linux >= 5.12) except the
-  workspace tmpfs and a small private tmpfs on ``/dev/shm``: the code
-  can write its workspace and nothing else, not the repository, ``/root``,
-  ``/etc``, ``/tmp`` or ``/var/tmp`` (``TMPDIR`` points at the workspace);
-* covers directories the sandbox user cannot enter but needs to pass through
-  (a venv whose interpreter lives under ``/root``, a workspace below a 0700
-  directory) with an empty tmpfs, and binds back only the needed paths, so
-  the interpreter runs and nothing else of, say, root's home is visible;
+* gives the code a **root of its own** (``pivot_root``, the host's root
+  detached): a small tmpfs holding read-only binds of ``/usr`` (``/bin``,
+  ``/sbin`` and ``/lib*`` as on the host, links into it or binds), the
+  loader's cache, the time zone and ``/etc/alternatives``, the
+  interpreter's executable directory, prefixes and package directories
+  (``site-packages``, a ``.pth`` overlay's too; never other ``sys.path``
+  entries such as an editable install's source tree), ``/dev/null``,
+  ``zero``, ``full``, ``random`` and ``urandom``, an ``/etc/hosts`` for
+  ``localhost``, an empty ``/tmp``, a fresh ``/proc``, and the workspace
+  tmpfs at the workspace's own path. The plan is made in the parent
+  (:func:`.paths.root_plan`) and refuses an interpreter whose directory
+  would show ``/``, a system directory or a home whole. Everything is
+  read-only except the workspace and a small private tmpfs on ``/dev/shm``:
+  the code can write its workspace and nothing else, and can *read* nothing
+  of the host but what runs it: not the dataset being graded, not the
+  eval's results file, not a home directory, not the project tree, not
+  ``/etc/passwd`` (``TMPDIR`` and ``HOME`` point at the workspace). The
+  same holds when an ordinary user starts the sandbox (the code then runs
+  as that user, whose files it can no more see than anyone's);
 * runs the code as the PID namespace's second process under a tiny init (PID 1)
   that reaps orphans; when the code's main process exits, the init exits and
   the kernel kills every process left in the namespace, so a background
@@ -73,6 +83,10 @@ launcher, as root, enters new **mount, PID, IPC and network namespaces**
   time, address space, processes, file size and open files, no core dumps,
   and ``oom_score_adj`` 1000 so that if the host ever runs short of memory
   the kernel kills sandboxed code first;
+* keeps the sandbox's init out of the code's reach: it holds no host
+  directory open and is not dumpable, so code running as the same uid (a
+  sandbox started by an ordinary user) can neither ptrace it nor open its
+  ``/proc/1/fd``, ``root`` or ``environ``;
 * gives the code a **scrubbed environment**: only ``PATH`` (system
   directories, after the sandbox Python's own ``bin``), ``LANG``, ``HOME``
   and ``TMPDIR`` (both the workspace), ``PYTHONDONTWRITEBYTECODE``,
@@ -97,13 +111,14 @@ system calls are used: no setuid helper, no package to install.
 
 What is not contained (documented, not hidden)
 ----------------------------------------------
-* The code can **read** whatever the host lets ``nobody`` read: world-readable
-  files anywhere, including other sandboxes' workspaces, which share the uid;
-  it is not a chroot. Keep secrets out of world-readable files. Inside its
-  user namespace, files of other users show as owned by 65534 (the kernel's
-  overflow id); that is display only.
-* World-writable filesystem Unix sockets (e.g. the D-Bus system bus) stay
-  reachable: a network namespace isolates IP and abstract sockets only.
+* The code can **read** what its root holds: the system's programs and
+  libraries under ``/usr`` and the interpreter's installation (its venv and
+  site-packages). A secret stored *inside* those (a package that bundles a
+  dataset, a key in a venv) is readable. Inside its user namespace, files of
+  other users show as owned by 65534 (the kernel's overflow id); that is
+  display only.
+* Abstract Unix sockets are isolated by the network namespace; filesystem
+  sockets are not in the root at all.
 * Memory: each process is limited by ``RLIMIT_AS`` (``memory_bytes``), and
   the call as a whole by init's watchdog (``max_total_memory_bytes``), which
   is *polled*: between two looks (25 ms) the processes can allocate past the
@@ -127,17 +142,20 @@ What is not contained (documented, not hidden)
 * ``memory`` and ``file_size`` in :attr:`ExecResult.killed_by` are inferred
   from the program's own error output when it failed with an error rather
   than a signal (Python turns both into exceptions).
-* When the namespaces cannot be created (no ``CAP_SYS_ADMIN`` and no user
-  namespaces, e.g. some containers, or a kernel without ``mount_setattr``),
-  there is no network, filesystem or PID isolation. By default
+* When the namespaces or the root cannot be created (no ``CAP_SYS_ADMIN`` and
+  no user namespaces, e.g. some containers, a kernel without
+  ``mount_setattr``, or a host root ``pivot_root`` refuses, such as an
+  initramfs), there is no network, filesystem or PID isolation. By default
   (:attr:`SandboxLimits.require_isolation`) the sandbox then refuses to run
   (:class:`SandboxUnavailableError`) before any code runs; with
   ``require_isolation=False`` it runs with the rlimits, the scrubbed
   environment and the privilege drop only (a grandchild that calls
   ``setsid`` may then outlive the call; the workspace is the host directory,
   without size cap, handed to the sandbox uid where that uid could already
-  read it), and says so in :attr:`ExecResult.isolation` (``network_isolated``
-  and ``workspace_limited`` are False, and so on).
+  read it; an interpreter that uid cannot reach, such as a venv under
+  ``/root``, then cannot start: a :class:`SandboxExecutionError`), and says
+  so in :attr:`ExecResult.isolation` (``network_isolated`` and
+  ``workspace_limited`` are False, and so on).
 """
 
 from __future__ import annotations

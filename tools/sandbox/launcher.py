@@ -29,6 +29,7 @@ import resource
 import select
 import signal
 import socket
+import stat
 import struct
 import sys
 import time
@@ -61,6 +62,8 @@ _MOUNT_ATTR_NODEV = 0x4
 _AT_FDCWD = -100
 _AT_RECURSIVE = 0x8000
 _SYS_MOUNT_SETATTR = 442  # same number on x86_64, arm64 and every asm-generic arch
+_SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "arm64": 41, "riscv64": 41, "loongarch64": 41}
+_MNT_DETACH = 2
 _PR_SET_PDEATHSIG = 1
 _PR_SET_DUMPABLE = 4
 _PR_CAPBSET_DROP = 24
@@ -70,6 +73,17 @@ _PR_CAP_AMBIENT_CLEAR_ALL = 4
 _SIOCGIFFLAGS = 0x8913
 _SIOCSIFFLAGS = 0x8914
 _IFF_UP = 0x1
+
+#: Device nodes of the sandbox's /dev, bound from the host's, and the links beside them.
+_DEVICES = ("null", "zero", "full", "random", "urandom")
+_DEV_LINKS = (
+    ("fd", "/proc/self/fd"),
+    ("stdin", "/proc/self/fd/0"),
+    ("stdout", "/proc/self/fd/1"),
+    ("stderr", "/proc/self/fd/2"),
+)
+#: The sandbox's /etc/hosts: servers inside it may talk to each other as "localhost".
+_HOSTS = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
 
 
 class _MountAttr(ctypes.Structure):
@@ -203,19 +217,34 @@ class _Workspace:
         self.tmpfs_fd: int | None = None
         self.hidden: set[str] = set()
 
+    def drop_tmpfs(self) -> None:
+        """Forget the tmpfs (its mount was undone): nothing is copied back from it."""
+        if self.tmpfs_fd is not None:
+            os.close(self.tmpfs_fd)
+            self.tmpfs_fd = None
+
+    def close(self) -> None:
+        """Close both descriptors (in the sandbox's init, which must hold no host directory)."""
+        self.drop_tmpfs()
+        os.close(self.host_fd)
+
 
 def _mount_workspace(
-    libc: ctypes.CDLL, cfg: Mapping[str, Any], workspace: _Workspace, notes: list[str]
+    libc: ctypes.CDLL,
+    cfg: Mapping[str, Any],
+    workspace: _Workspace,
+    notes: list[str],
+    target: str,
 ) -> None:
-    """Mount the size-capped tmpfs over the workspace and copy the host's content in."""
+    """Mount the size-capped tmpfs at ``target`` and copy the host workspace's content in."""
     workdir = cfg["workdir"]
     size = int(cfg["max_workspace_bytes"])
     inodes = max(1024, size // 16384)  # empty files cost memory (and copying) too
     _mount(
-        libc, "tmpfs", workdir, "tmpfs", _MS_NOSUID | _MS_NODEV,
+        libc, "tmpfs", target, "tmpfs", _MS_NOSUID | _MS_NODEV,
         f"size={size},nr_inodes={inodes},mode=0755",
     )  # fmt: skip
-    tmpfs_fd = os.open(workdir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    tmpfs_fd = os.open(target, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     workspace.tmpfs_fd = tmpfs_fd
     uid, gid = cfg["uid"], cfg["gid"]
     owner = (int(uid), int(gid)) if uid is not None else None
@@ -276,43 +305,130 @@ def _isolate(libc: ctypes.CDLL, cfg: Mapping[str, Any], workspace: _Workspace) -
                 notes.append("network namespace has interfaces other than loopback")
         except OSError as exc:
             notes.append(f"cannot inspect the network namespace: {exc}")
-    workdir = cfg["workdir"]
     try:
-        for blocked, items in cfg["covers"]:
-            fds = [os.open(p, os.O_PATH | os.O_CLOEXEC) for p in items]
-            _mount(libc, "tmpfs", blocked, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=1m,mode=0755")
-            for item, fd in zip(items, fds, strict=True):
-                os.makedirs(item, mode=0o755, exist_ok=True)
-                _mount(libc, f"/proc/self/fd/{fd}", item, None, _MS_BIND | _MS_REC, "")
-                os.close(fd)
+        _build_root(libc, cfg, workspace, notes)
     except OSError as exc:
-        notes.append(f"cannot make the host filesystem read-only: {exc}")
+        notes.append(f"cannot build the sandbox's own root: {exc}")
         return report
+    report["workspace_limited"] = True
     try:
-        _mount_workspace(libc, cfg, workspace, notes)
-        report["workspace_limited"] = True
-    except OSError as exc:
-        notes.append(f"cannot mount the workspace tmpfs: {exc}")
-        return report
-    try:
-        shm = "/dev/shm"
-        private_shm = os.path.isdir(shm) and not (workdir + "/").startswith(shm + "/")
-        if private_shm:
-            size = int(cfg["shm_bytes"])
-            _mount(libc, "tmpfs", shm, "tmpfs", _MS_NOSUID | _MS_NODEV, f"size={size},mode=1777")
-        _mount_setattr(libc, "/", _AT_RECURSIVE, attr_set=_MOUNT_ATTR_RDONLY)
-        writable = _MOUNT_ATTR_NOSUID | _MOUNT_ATTR_NODEV
-        _mount_setattr(libc, workdir, 0, attr_clr=_MOUNT_ATTR_RDONLY, attr_set=writable)
-        if private_shm:
-            _mount_setattr(libc, shm, 0, attr_clr=_MOUNT_ATTR_RDONLY, attr_set=writable)
-        # /proc guards itself by permissions, and the code's process must write its
-        # own /proc/self/uid_map (the PID namespace mounts a fresh one over it anyway).
-        with contextlib.suppress(OSError):
-            _mount_setattr(libc, "/proc", 0, attr_clr=_MOUNT_ATTR_RDONLY)
+        _lock_root(libc, cfg["workdir"])
         report["filesystem"] = True
     except OSError as exc:
-        notes.append(f"cannot make the host filesystem read-only: {exc}")
+        notes.append(f"cannot make the sandbox's root read-only: {exc}")
     return report
+
+
+def _bind(libc: ctypes.CDLL, fd: int, target: str) -> None:
+    """Bind the host file or directory open as ``fd`` (``O_PATH``) at ``target``, read-only."""
+    if stat.S_ISDIR(os.fstat(fd).st_mode):
+        os.makedirs(target, mode=0o755, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(target), mode=0o755, exist_ok=True)
+        os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644))
+    _mount(libc, f"/proc/self/fd/{fd}", target, None, _MS_BIND | _MS_REC, "")
+    _mount_setattr(libc, target, _AT_RECURSIVE, attr_set=_MOUNT_ATTR_RDONLY | _MOUNT_ATTR_NOSUID)
+
+
+def _pivot_root(libc: ctypes.CDLL, new_root: str) -> None:
+    """Make ``new_root`` this mount namespace's root and detach the host's entirely.
+
+    ``pivot_root(".", ".")`` stacks the old root on the new one, and the lazy
+    unmount then drops it: no path, ``..`` included, leads back to the host's
+    files, and a mount namespace the code makes later copies none of them.
+    """
+    number = _SYS_PIVOT_ROOT.get(platform.machine())
+    if number is None:
+        raise OSError(errno.ENOSYS, "pivot_root: unknown syscall number on this machine")
+    os.chdir(new_root)
+    dot = ctypes.c_char_p(b".")
+    _check(libc.syscall(ctypes.c_long(number), dot, dot), "pivot_root")
+    _check(libc.umount2(dot, ctypes.c_int(_MNT_DETACH)), "detach the host's root")
+    os.chdir("/")
+
+
+def _build_root(
+    libc: ctypes.CDLL, cfg: Mapping[str, Any], workspace: _Workspace, notes: list[str]
+) -> None:
+    """Give the code a root of its own: the workspace and read-only binds, nothing else.
+
+    The new root is a small tmpfs, mounted (in our private mount namespace)
+    over the workspace's host path, which surely exists and is ours. It holds
+    the binds of ``cfg["root"]`` (the system's and the interpreter's
+    directories, :func:`paths.root_plan`), the host's ``/proc`` (under the
+    fresh one init mounts: an unprivileged ``proc`` mount needs a visible
+    one), a ``/dev`` of the usual devices, a private ``/dev/shm``, an
+    ``/etc/hosts`` for ``localhost``, an empty ``/tmp`` and the workspace
+    tmpfs at the workspace's own path. Then ``pivot_root`` into it. Every
+    source is opened before the first mount, and the plan's symlinks are made
+    last, so no step follows a path through something it made. On failure
+    before the pivot the new root is undone and the host's view is back.
+    """
+    workdir = cfg["workdir"]
+    plan = cfg["root"]
+    flags = os.O_PATH | os.O_CLOEXEC
+    sources = [(target, os.open(source, flags)) for target, source in plan["binds"]]
+    for name in _DEVICES:
+        with contextlib.suppress(OSError):
+            sources.append((f"/dev/{name}", os.open(f"/dev/{name}", flags)))
+    proc = os.open("/proc", flags | os.O_DIRECTORY)
+    staging = workdir
+
+    def at(path: str) -> str:
+        return staging + path
+
+    pivoted = False
+    _mount(libc, "tmpfs", staging, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=1m,mode=0755")
+    try:
+        for target, fd in sources:
+            _bind(libc, fd, at(target))
+        os.makedirs(at("/proc"), mode=0o755)
+        _mount(libc, f"/proc/self/fd/{proc}", at("/proc"), None, _MS_BIND | _MS_REC, "")
+        os.makedirs(at("/tmp"), mode=0o755, exist_ok=True)
+        os.makedirs(at("/etc"), mode=0o755, exist_ok=True)
+        with open(at("/etc/hosts"), "w") as f:
+            f.write(_HOSTS)
+        os.makedirs(at("/dev/shm"), mode=0o755, exist_ok=True)
+        size = int(cfg["shm_bytes"])
+        _mount(
+            libc, "tmpfs", at("/dev/shm"), "tmpfs", _MS_NOSUID | _MS_NODEV,
+            f"size={size},mode=1777",
+        )  # fmt: skip
+        os.makedirs(at(workdir), mode=0o755, exist_ok=True)
+        _mount_workspace(libc, cfg, workspace, notes, at(workdir))
+        for name, target in _DEV_LINKS:
+            os.symlink(target, at(f"/dev/{name}"))
+        for path, target in plan["symlinks"]:
+            os.makedirs(os.path.dirname(at(path)), mode=0o755, exist_ok=True)
+            os.symlink(target, at(path))
+        _pivot_root(libc, staging)
+        pivoted = True
+    except BaseException:
+        if not pivoted:
+            workspace.drop_tmpfs()
+            with contextlib.suppress(OSError):
+                os.chdir("/")
+                _check(libc.umount2(staging.encode(), ctypes.c_int(_MNT_DETACH)), "umount")
+        raise
+    finally:
+        for _, fd in sources:
+            os.close(fd)
+        os.close(proc)
+
+
+def _lock_root(libc: ctypes.CDLL, workdir: str) -> None:
+    """Make the new root read-only, all of it but the workspace and ``/dev/shm``.
+
+    ``/proc`` stays writable: it guards itself by permissions, and the code's
+    process must write its own ``/proc/self/uid_map`` (init mounts a fresh
+    ``proc`` over it anyway).
+    """
+    _mount_setattr(libc, "/", _AT_RECURSIVE, attr_set=_MOUNT_ATTR_RDONLY | _MOUNT_ATTR_NOSUID)
+    writable = _MOUNT_ATTR_NOSUID | _MOUNT_ATTR_NODEV
+    for path in (workdir, "/dev/shm"):
+        _mount_setattr(libc, path, 0, attr_clr=_MOUNT_ATTR_RDONLY, attr_set=writable)
+    with contextlib.suppress(OSError):
+        _mount_setattr(libc, "/proc", 0, attr_clr=_MOUNT_ATTR_RDONLY)
 
 
 def _drop_capabilities(libc: ctypes.CDLL) -> None:
@@ -348,6 +464,7 @@ def _exec_code(libc: ctypes.CDLL, cfg: Mapping[str, Any], status: _Status) -> No
     """Become the untrusted program: limits, privileges, then exec. Never returns."""
     stage = "signals"
     try:
+        _prctl(libc, _PR_SET_DUMPABLE, 1)  # init is not; this process writes its own /proc
         for signum in signal.valid_signals():
             if signum not in (signal.SIGKILL, signal.SIGSTOP):
                 with contextlib.suppress(OSError, ValueError):
@@ -449,6 +566,13 @@ def _init(libc: ctypes.CDLL, cfg: Mapping[str, Any], status: _Status, pid_ns: bo
             _mount(libc, "proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "")
     except OSError as exc:
         status.fail("proc", str(exc), terminal=True)
+    # Not dumpable (from before the code exists): code running as our uid (a sandbox
+    # started by an ordinary user) can neither ptrace init nor open its /proc/1/fd,
+    # root or environ. The code's process takes dumpability back for itself.
+    try:
+        _prctl(libc, _PR_SET_DUMPABLE, 0)
+    except OSError as exc:
+        status.fail("init", f"cannot make init undumpable: {exc}", terminal=True)
     started = time.monotonic()
     main = os.fork()
     if main == 0:
@@ -572,6 +696,7 @@ def _launcher_main(argv: list[str]) -> NoReturn:
         signal.signal(signum, signal.SIG_IGN)
     child = os.fork()
     if child == 0:
+        workspace.close()  # init holds no host directory the code could borrow
         _init(libc, cfg, status, report["processes"])
     status.send(event="init", pid=child)
     while True:

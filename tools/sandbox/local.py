@@ -21,7 +21,7 @@ from typing import Any
 
 from .errors import SandboxExecutionError, SandboxUnavailableError
 from .limits import DEFAULT_SANDBOX_GID, DEFAULT_SANDBOX_UID, SandboxLimits
-from .paths import SYSTEM_PATH, check_workdir, covers, interpreter_paths
+from .paths import SYSTEM_PATH, check_workdir, interpreter_paths, root_plan
 from .protocol import BaseCodeExecutor
 from .supervise import supervise
 from .values import ExecRequest, ExecResult, Isolation
@@ -36,7 +36,8 @@ _ARGV_CODE_MAX = 64 * 1024
 @dataclass(frozen=True, slots=True)
 class _Probe:
     python: str
-    python_paths: tuple[str, ...]
+    root: dict[str, Any]
+    """What the sandbox's root holds besides the workspace (:func:`.paths.root_plan`)."""
     bash: str | None
     isolation: Isolation
 
@@ -162,7 +163,11 @@ class LocalSandbox(BaseCodeExecutor):
             except (OSError, subprocess.SubprocessError, ValueError) as exc:
                 failures.append(f"{candidate}: {exc}")
                 continue
-            probe = _Probe(python=candidate, python_paths=paths, bash=bash, isolation=Isolation())
+            needed = [*paths]
+            if bash is not None:
+                needed.append(os.path.dirname(os.path.realpath(bash)))
+            root = root_plan(needed)
+            probe = _Probe(python=candidate, root=root, bash=bash, isolation=Isolation())
             request = ExecRequest(code="import sys, encodings; print(sys.version_info[0])")
             limits = self._limits.replace(wall_time_s=max(10.0, self._limits.wall_time_s))
             try:
@@ -270,17 +275,11 @@ class LocalSandbox(BaseCodeExecutor):
                 raise SandboxExecutionError("bash is not installed on this machine")
             argv = [probe.bash, "--noprofile", "--norc"]
             argv += ["/proc/self/fd/{fd}"] if code_in_memfd else ["-c", request.code]
-        # The launcher's own interpreter too: it runs on under the covers.
-        needed = [*probe.python_paths, sys.base_prefix, sys.prefix, str(workdir)]
-        if probe.bash is not None:
-            needed.append(os.path.dirname(os.path.realpath(probe.bash)))
-        # Only root can bind back what the sandbox uid cannot reach.
-        hidden_dirs = covers(needed, self._uid, self._gid) if drop else []
         return {
             "argv": argv,
             "env": env,
             "workdir": str(workdir),
-            "covers": hidden_dirs,
+            "root": probe.root,
             "stdin": request.stdin,
             "code": request.code if code_in_memfd else None,
             "uid": self._uid if drop else None,

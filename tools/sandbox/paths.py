@@ -1,5 +1,4 @@
-"""Host paths as the sandbox sees them: what the interpreter needs, how to reach it, which
-workspaces are refused.
+"""Host paths as the sandbox sees them: what its own root holds, which workspaces are refused.
 
 Everything here runs in the parent, on trusted inputs (our interpreter, the
 caller's workspace path), before any untrusted code starts.
@@ -9,13 +8,14 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import subprocess
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
-from .errors import SandboxExecutionError
+from .errors import SandboxExecutionError, SandboxUnavailableError
 
-__all__ = ["SYSTEM_PATH", "check_workdir", "covers", "interpreter_paths", "searchable"]
+__all__ = ["SYSTEM_ENTRIES", "SYSTEM_PATH", "check_workdir", "interpreter_paths", "root_plan"]
 
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 """A standard PATH; the sandbox Python's own bin directory (a venv's) goes first."""
@@ -47,17 +47,37 @@ def check_workdir(workdir: Path) -> None:
 
 
 _PATHS_SCRIPT = (
-    "import json, os, sys; print(json.dumps([os.path.realpath(sys.executable), sys.prefix,"
-    " sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, *sys.path]))"
+    "import json, os, sys; print(json.dumps({'exe': os.path.realpath(sys.executable),"
+    " 'prefixes': [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix],"
+    " 'path': sys.path}))"
 )
+
+#: Host entries every sandbox root holds, read-only, when they exist here: the
+#: system's programs and libraries, the dynamic loader's cache (libraries outside
+#: its built-in directories), the time zone, and Debian's alternatives
+#: (``/usr/bin/awk`` and the like are links through ``/etc/alternatives``). A
+#: symlink (``/bin -> usr/bin`` on a merged-/usr system) is recreated as one.
+SYSTEM_ENTRIES = (
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+    "/etc/ld.so.cache", "/etc/localtime", "/etc/alternatives",
+)  # fmt: skip
+
+_SITE_DIRS = ("site-packages", "dist-packages")
 
 
 def interpreter_paths(python: str) -> tuple[str, ...]:
-    """The directories an interpreter reads at start-up and import (asked of it, as us).
+    """The directories an interpreter needs at start-up and import (asked of it, as us).
 
     The interpreter is trusted (it is ours or the caller's choice), so it may
-    run outside the sandbox to say where its prefix and packages live; those
-    are what the sandbox must be able to reach.
+    run outside the sandbox to say where it lives: its executable's directory,
+    its prefixes (a venv's and the base installation's) and the entries of
+    ``sys.path`` that are package directories: inside a prefix, or a
+    ``site-packages``/``dist-packages`` folder (a ``.pth`` overlay's included).
+    Other ``sys.path`` entries, such as the source tree of an editable install
+    or a folder a ``.pth`` file adds, are left out on purpose: the code must
+    not read the project it is graded by. Both the real path and the path as
+    given are kept when they differ (a venv reached through a symlink), so the
+    interpreter finds itself by either name.
     """
     out = subprocess.run(
         [python, "-c", _PATHS_SCRIPT],
@@ -68,54 +88,72 @@ def interpreter_paths(python: str) -> tuple[str, ...]:
         cwd="/",
         stdin=subprocess.DEVNULL,
     ).stdout
-    found: list[str] = []
-    for entry in json.loads(out):
+    info = json.loads(out)
+    prefixes = [p for p in info["prefixes"] if isinstance(p, str) and os.path.isabs(p)]
+    real_prefixes = [os.path.realpath(p) for p in prefixes]
+    wanted = [os.path.dirname(info["exe"]), os.path.dirname(os.path.abspath(python))]
+    wanted += prefixes
+    for entry in info["path"]:
         if not isinstance(entry, str) or not os.path.isabs(entry):
             continue
-        path = os.path.realpath(entry)
-        if os.path.isfile(path):
-            path = os.path.dirname(path)
-        if os.path.isdir(path) and path not in found:
-            found.append(path)
+        real = os.path.realpath(entry)
+        inside = any(real == p or real.startswith(p.rstrip("/") + "/") for p in real_prefixes)
+        if inside or os.path.basename(real.rstrip("/")) in _SITE_DIRS:
+            wanted.append(entry)
+    found: list[str] = []
+    for entry in wanted:
+        for path in (os.path.normpath(entry), os.path.realpath(entry)):
+            if os.path.isdir(path) and path not in found:
+                found.append(path)
     return tuple(found)
 
 
-def searchable(st: os.stat_result, uid: int, gid: int) -> bool:
-    if uid == 0:
-        return True
-    if st.st_uid == uid:
-        return bool(st.st_mode & stat.S_IXUSR)
-    if st.st_gid == gid:
-        return bool(st.st_mode & stat.S_IXGRP)
-    return bool(st.st_mode & stat.S_IXOTH)
+def _exposes(path: str) -> str | None:
+    """Why binding ``path`` whole into the sandbox would expose too much, or None."""
+    if path == "/" or path in _SYSTEM_DIRS - {"/usr", "/bin", "/sbin", "/lib", "/lib64"}:
+        return "a system directory"
+    homes = {os.path.realpath(os.path.expanduser("~"))}
+    if os.environ.get("HOME"):
+        homes.add(os.path.realpath(os.environ["HOME"]))
+    for home in homes:
+        if home == path or home.startswith(path.rstrip("/") + "/"):
+            return f"it is or holds {home}"
+    return None
 
 
-def covers(paths: list[str], uid: int, gid: int) -> list[tuple[str, list[str]]]:
-    """Which unsearchable directories to cover, and which paths to bind back under them.
+def root_plan(needed: Iterable[str]) -> dict[str, Any]:
+    """What the sandbox's own root holds besides the workspace, as the launcher takes it.
 
-    A venv whose base interpreter lives under ``/root`` (0700), or a workspace
-    there, cannot be reached by ``nobody``. Inside the sandbox's mount
-    namespace the launcher mounts an empty tmpfs over the topmost such
-    directory and binds back just the needed paths, so the code reaches them
-    and sees nothing else of, say, root's home.
+    ``binds`` are ``[target, source]`` pairs of host directories and files
+    mounted read-only at the same path (the :data:`SYSTEM_ENTRIES` that exist,
+    then each of ``needed`` not already inside one of them); ``symlinks`` are
+    ``[path, target]`` pairs recreated as on the host. Raises
+    :class:`SandboxUnavailableError` for a needed directory that would expose
+    ``/``, a system directory or a home directory whole (an interpreter
+    installed there): the sandbox then refuses to start rather than show it.
     """
-    groups: dict[str, list[str]] = {}
-    for raw in paths:
-        path = os.path.realpath(raw)
-        blocked = None
-        for ancestor in reversed(Path(path).parents):
-            try:
-                st = os.stat(ancestor)
-            except OSError:
-                break
-            if not searchable(st, uid, gid):
-                blocked = str(ancestor)
-                break
-        if blocked is not None:
-            groups.setdefault(blocked, []).append(path)
-    result: list[tuple[str, list[str]]] = []
-    for blocked in sorted(groups):
-        items = sorted(set(groups[blocked]))
-        minimal = [p for p in items if not any(p.startswith(q + "/") for q in items if q != p)]
-        result.append((blocked, minimal))
-    return result
+    binds: list[list[str]] = []
+    symlinks: list[list[str]] = []
+    covered: list[str] = []
+
+    def inside(path: str) -> bool:
+        return any(path == c or path.startswith(c.rstrip("/") + "/") for c in covered)
+
+    for entry in SYSTEM_ENTRIES:
+        if os.path.islink(entry):
+            symlinks.append([entry, os.readlink(entry)])
+        elif os.path.exists(entry):
+            binds.append([entry, entry])
+            covered.append(entry)
+    for entry in sorted({os.path.normpath(p) for p in needed}, key=len):
+        if inside(entry) or inside(os.path.realpath(entry)):
+            continue
+        real = os.path.realpath(entry)
+        why = _exposes(real) or _exposes(entry)
+        if why is not None:
+            raise SandboxUnavailableError(
+                f"the interpreter needs {entry}, which the sandbox will not show whole ({why})"
+            )
+        binds.append([entry, real])
+        covered.append(entry)
+    return {"binds": binds, "symlinks": symlinks}

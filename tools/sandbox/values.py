@@ -65,7 +65,8 @@ class Isolation:
     """No network: a new network namespace whose only interface is loopback."""
 
     filesystem: bool = False
-    """Host mounts read-only; only the workspace (and a private ``/dev/shm``) writable."""
+    """A root of its own: the workspace writable, the system's and the interpreter's
+    directories read-only, nothing else of the host (see the package docstring)."""
 
     processes: bool = False
     """New PID namespace: host processes invisible; every leftover process killed at exit."""

@@ -40,8 +40,16 @@ from pacore_graph.eval.benchmarks.base import (
     cell_text,
     parse_day,
 )
-from pacore_graph.eval.code_tests import CODE_TESTS_KEY, CodeTest, CodeTests, TestType
+from pacore_graph.eval.code_tests import (
+    CODE_TESTS_KEY,
+    MAX_TESTS,
+    CodeTest,
+    CodeTests,
+    TestType,
+    too_many_tests,
+)
 from pacore_graph.eval.safe_pickle import UnsafePickleError, decode_compressed_pickle
+from pacore_graph.runs.jsonl import TooManyObjects, loads_bounded
 
 __all__ = ["LIVECODEBENCH", "LIVECODEBENCH_FILES", "PAPER_WINDOW", "LiveCodeBench", "lcb_prompt"]
 
@@ -73,6 +81,18 @@ def lcb_prompt(question: str, starter_code: str) -> str:
     return prompt + "### Answer: (use the provided format with backticks)\n\n"
 
 
+class _TooManyTests(ValueError):
+    pass
+
+
+def _parse_tests(text: str, column: str) -> Any:
+    """JSON text of a test list, parsing stopped past :data:`MAX_TESTS` objects (one per test)."""
+    try:
+        return loads_bounded(text, MAX_TESTS)
+    except TooManyObjects:
+        raise _TooManyTests(f"column {column!r} holds more than {MAX_TESTS} tests") from None
+
+
 def _test_list(value: Any, column: str, *, compressed: bool) -> list[Any]:
     """A test column as a list: JSON text, else (private tests) the compressed pickle."""
     if isinstance(value, list):
@@ -80,7 +100,9 @@ def _test_list(value: Any, column: str, *, compressed: bool) -> list[Any]:
     if not isinstance(value, str):
         raise ValueError(f"column {column!r} is {type(value).__name__}, not text")
     try:
-        decoded: Any = json.loads(value)
+        decoded: Any = _parse_tests(value, column)
+    except _TooManyTests:
+        raise
     except ValueError:
         if not compressed:
             raise ValueError(f"column {column!r} is not JSON") from None
@@ -93,7 +115,9 @@ def _test_list(value: Any, column: str, *, compressed: bool) -> list[Any]:
                 f"column {column!r} unpickles to a {type(inner).__name__}, not JSON text"
             ) from None
         try:
-            decoded = json.loads(inner)
+            decoded = _parse_tests(inner, column)
+        except _TooManyTests:
+            raise
         except ValueError as exc:
             raise ValueError(
                 f"column {column!r} unpickles to text that is not JSON ({exc})"
@@ -104,6 +128,8 @@ def _test_list(value: Any, column: str, *, compressed: bool) -> list[Any]:
 
 
 def _tests(items: list[Any], column: str, *, public: bool) -> list[CodeTest]:
+    if len(items) > MAX_TESTS:
+        raise ValueError(f"column {column!r}: {too_many_tests(len(items))}")
     tests = []
     for i, item in enumerate(items):
         if not isinstance(item, Mapping):

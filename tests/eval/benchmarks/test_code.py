@@ -161,6 +161,43 @@ def test_a_private_field_pickling_other_than_text_is_refused_naming_the_row(
     assert what in message and "refused" in message and "\n" not in message
 
 
+def test_a_memo_bomb_row_is_refused_naming_the_row_before_it_costs_memory(
+    tmp_path: Path,
+) -> None:
+    """Issue 31: a LONG_BINPUT far ahead made the unpickler grow its memo table (4 GiB)."""
+    import base64
+    import struct
+    import zlib
+
+    text = json.dumps(STDIN_PRIVATE)
+    body = b"\x80\x04\x8c" + bytes([len(text)]) + text.encode()
+    body += b"r" + struct.pack("<I", 1 << 24) + b"."  # 256 MiB of memo table, unvetted
+    field = base64.b64encode(zlib.compress(body)).decode()
+    rows = [lcb_row("bomb", public=STDIN_PUBLIC, private=[], private_text=field)]
+    path = write_parquet(rows, tmp_path / "bomb.parquet")
+    with pytest.raises(DatasetError) as info:
+        load_dataset_spec(f"livecodebench:{path}")
+    message = str(info.value)
+    assert message.startswith(f"{path}: row 1 (id bomb): column 'private_test_cases': the pickle")
+    assert "memo index 16777216" in message and "\n" not in message
+
+
+@pytest.mark.parametrize("column", ["public", "private"])
+def test_a_row_with_more_tests_than_the_cap_is_refused_naming_it(
+    tmp_path: Path, column: str
+) -> None:
+    """Issue 31 (low): counted while the test list is parsed, not after it is built."""
+    many = [STDIN_PRIVATE[0]] * 10_001
+    tests = {"public": STDIN_PUBLIC, "private": STDIN_PRIVATE, column: many}
+    rows = [lcb_row("many", public=tests["public"], private=tests["private"])]
+    path = write_parquet(rows, tmp_path / "many.parquet")
+    with pytest.raises(DatasetError) as info:
+        load_dataset_spec(f"livecodebench:{path}")
+    message = str(info.value)
+    assert message.startswith(f"{path}: row 1 (id many): column '{column}_test_cases'")
+    assert "more than 10000 tests" in message and "\n" not in message
+
+
 @pytest.mark.parametrize("protocol", range(pickle.HIGHEST_PROTOCOL + 1))
 def test_the_real_private_format_loads_whatever_protocol_wrote_it(
     tmp_path: Path, protocol: int

@@ -415,8 +415,9 @@ def test_writing_outside_the_workspace_fails(sandbox: LocalSandbox, tmp_path: Pa
     # /dev/shm is a private tmpfs: usable inside, invisible outside.
     assert "shm private" in r.stdout
     assert not Path(f"/dev/shm/escape-{token}").exists()
-    r = run(sandbox, "touch /tmp/x; mkdir /var/tmp/y; rm -rf /etc/hostname", "bash")
-    assert r.exit_code != 0 and Path("/etc/hostname").exists()
+    # What the root holds of the host (here a file the loader reads) is read-only too.
+    r = run(sandbox, "touch /tmp/x; mkdir /var/tmp/y; rm -rf /etc/ld.so.cache", "bash")
+    assert r.exit_code != 0 and Path("/etc/ld.so.cache").exists()
 
 
 def test_inherited_secrets_are_not_visible(
@@ -545,7 +546,7 @@ def test_code_runs_unprivileged(sandbox: LocalSandbox) -> None:
     assert r.stdout.strip() == "-1"
 
 
-@pytest.mark.skipif(not AS_ROOT, reason="covers are made by root")
+@pytest.mark.skipif(not AS_ROOT, reason="a directory closed to the sandbox uid needs root")
 def test_workspace_under_an_unreachable_directory_is_reachable(
     sandbox: LocalSandbox, tmp_path: Path
 ) -> None:
@@ -563,11 +564,11 @@ def test_workspace_under_an_unreachable_directory_is_reachable(
 def test_a_checkout_in_an_unreachable_directory_still_runs_code(
     sandbox: LocalSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The launcher's own files may sit under a directory the sandbox covers.
+    """The launcher's own files may sit under a directory the sandbox uid cannot enter.
 
     ``mktemp -d`` makes a 0700 directory: a clone there is unreachable by the
-    sandbox user, so the directory is covered and only the needed paths are
-    bound back. The launcher must have loaded its helpers before that.
+    sandbox user, and it is not in the sandbox's root at all. The launcher
+    must have loaded its helpers before it pivots into that root.
     """
     from pacore_graph.tools.sandbox import supervise
 
@@ -621,8 +622,14 @@ ws = pathlib.Path(tempfile.mkdtemp())
 (ws / "given.txt").write_text("in")
 code = "cat given.txt; echo out > made.txt"
 w = sb.execute(m.ExecRequest(code=code, language="bash", workdir=ws))
+import os
+secrets = [os.environ["HOME"] + "/secret.txt", __file__]  # the user's home, the "project"
+peek = "for f in " + " ".join(secrets) + "; do cat $f 2>/dev/null || echo hidden; done; "
+peek += "ls /proc/1/fd >/dev/null 2>&1 && echo open || echo hidden"  # init, same uid
+p = sb.execute(m.ExecRequest(code=peek, language="bash"))
 print(json.dumps(dict(iso=r.isolation.complete, net=r.network_isolated, out=r.stdout,
-                      ws=[w.stdout, w.isolation.workspace_limited, (ws / "made.txt").read_text()])))
+                      ws=[w.stdout, w.isolation.workspace_limited, (ws / "made.txt").read_text()],
+                      peek=p.stdout.split())))
 """.replace("CODE", repr(_AS_USER_CODE))
 
 
@@ -649,12 +656,18 @@ def _run_as_ordinary_user(python: str, here: Path) -> None:
     script.write_text(_AS_USER_DRIVER.format(module=str(module)))
     script.chmod(0o644)
     uid = 4242
+    home = here / "home"  # the user's own home, which the user's sandboxed code must not read
+    home.mkdir()
+    (home / "secret.txt").write_text("api-key-of-the-user")
+    os.chown(home, uid, uid)
+    os.chown(home / "secret.txt", uid, uid)
+    home.chmod(0o700)
     out = subprocess.run(
         ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", python, str(script)],
         capture_output=True,
         text=True,
         timeout=30,
-        env={"PATH": "/usr/bin:/bin", "HOME": "/"},
+        env={"PATH": "/usr/bin:/bin", "HOME": str(home)},
     )
     if "cannot create namespaces" in out.stderr:
         pytest.fail(f"no user namespaces for ordinary users here: {out.stderr[-500:]}")
@@ -664,3 +677,5 @@ def _run_as_ordinary_user(python: str, here: Path) -> None:
     forked, errno_line = report["out"].split()
     assert int(forked) < 8 and errno_line == "30"  # NPROC held; EROFS outside the workspace
     assert report["ws"] == ["in", True, "out\n"]  # the tmpfs workspace works without root too
+    # Issue 31: its own home and files are not there, nor what the sandbox's init holds.
+    assert report["peek"] == ["hidden", "hidden", "hidden"]

@@ -1,11 +1,13 @@
-"""Which directories may be a workspace, and what the sandbox must cover to reach its files.
+"""Which directories may be a workspace, and what the sandbox's own root holds.
 
-Real directories under ``tmp_path`` with real modes; the user the code runs
-as is given, so the expectations follow from the modes alone.
+Real directories, and a stand-in interpreter that answers the paths question
+as a venv with an editable install would, so the expectations follow from the
+paths alone.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -15,16 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from pacore_graph.tools.sandbox import SandboxExecutionError
+from pacore_graph.tools.sandbox import SandboxExecutionError, SandboxUnavailableError
 from pacore_graph.tools.sandbox.paths import (
     SYSTEM_PATH,
     check_workdir,
-    covers,
     interpreter_paths,
-    searchable,
+    root_plan,
 )
-
-NOBODY = 65534
 
 
 @pytest.mark.parametrize("system", ["/", "/etc", "/usr", "/home", "/root"])
@@ -47,28 +46,6 @@ def test_a_home_and_what_holds_it_are_refused(
     check_workdir(home / "project")  # inside a home is a project, not the home
 
 
-def stat_with(mode: int, uid: int, gid: int) -> os.stat_result:
-    return os.stat_result((mode, 0, 0, 0, uid, gid, 0, 0, 0, 0))
-
-
-@pytest.mark.parametrize(
-    ("mode", "owner", "group", "searchable_by_nobody"),
-    [
-        (0o700, 0, 0, False),
-        (0o701, 0, 0, True),  # others may search
-        (0o710, 0, NOBODY, True),  # the group may search
-        (0o100, NOBODY, 0, True),  # the owner may search
-        (0o070, NOBODY, NOBODY, False),  # the owner's bits decide for the owner
-    ],
-)
-def test_searchable_reads_the_bits_that_apply_to_the_user(
-    mode: int, owner: int, group: int, searchable_by_nobody: bool
-) -> None:
-    st = stat_with(mode, owner, group)
-    assert searchable(st, NOBODY, NOBODY) is searchable_by_nobody
-    assert searchable(st, 0, 0)  # root searches everything
-
-
 @pytest.fixture
 def open_dir() -> Iterator[Path]:
     """A directory every user can search, up to ``/`` (pytest's own tmp is root-only)."""
@@ -80,31 +57,63 @@ def open_dir() -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def test_covers_the_topmost_closed_directory_and_binds_back_only_what_is_needed(
-    open_dir: Path,
+def _fake_python(where: Path, info: dict[str, object]) -> str:
+    """An "interpreter" that answers the paths question with ``info`` (what a venv would say)."""
+    script = where / "python"
+    script.write_text(f"#!/bin/sh\ncat <<'EOF'\n{json.dumps(info)}\nEOF\n")
+    script.chmod(0o755)
+    return str(script)
+
+
+def test_the_project_tree_of_an_editable_install_is_left_out(open_dir: Path) -> None:
+    """Issue 31: sys.path entries outside the prefixes and site-packages are not mounted."""
+    base = open_dir / "base"
+    venv = open_dir / "venv"
+    project = open_dir / "project"
+    overlay = open_dir / "other" / "lib" / "site-packages"
+    for d in (base / "lib" / "python3.11", venv / "bin", venv / "lib", project, overlay):
+        d.mkdir(parents=True)
+    python = _fake_python(
+        venv / "bin",
+        {
+            "exe": str(venv / "bin" / "python"),
+            "prefixes": [str(venv), str(base), str(venv), str(base)],
+            "path": ["", str(base / "lib" / "python3.11"), str(project), str(overlay)],
+        },
+    )
+    paths = interpreter_paths(python)
+    assert str(project) not in paths
+    assert {str(venv), str(base), str(overlay), str(venv / "bin")} <= set(paths)
+    plan = root_plan(paths)
+    bound = [target for target, _ in plan["binds"]]
+    assert str(venv) in bound and str(venv / "bin") not in bound  # inside the venv's bind
+    assert not any(b == str(project) or b.startswith(str(project) + "/") for b in bound)
+
+
+def test_the_root_holds_the_system_directories_as_the_host_has_them() -> None:
+    plan = root_plan([])
+    bound = dict(plan["binds"])
+    links = dict(plan["symlinks"])
+    assert bound["/usr"] == "/usr"
+    for entry in ("/bin", "/lib"):
+        if os.path.islink(entry):
+            assert links[entry] == os.readlink(entry)
+        else:
+            assert bound[entry] == entry
+    assert "/etc" not in bound and "/etc/passwd" not in bound
+    assert root_plan(["/usr/lib/python3", "/usr/bin"]) == plan  # inside /usr: nothing more
+
+
+@pytest.mark.parametrize("what", ["/", "/etc", "/var", "home", "holds home"])
+def test_an_interpreter_that_would_expose_too_much_is_refused(
+    what: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    tmp_path = open_dir
-    if os.geteuid() == NOBODY:
-        pytest.skip("runs as nobody")
-    closed = tmp_path / "closed"
-    venv = closed / "venv" / "lib"
-    work = closed / "work"
-    inner = closed / "venv" / "lib" / "site"
-    for d in (venv, work, inner):
-        d.mkdir(parents=True, exist_ok=True)
-    closed.chmod(0o700)  # nobody cannot pass it
-    try:
-        got = covers([str(venv), str(work), str(inner)], NOBODY, NOBODY)
-    finally:
-        closed.chmod(0o755)
-    real = os.path.realpath
-    assert got == [(real(closed), sorted([real(venv), real(work)]))]  # inner is under venv
-
-
-def test_open_paths_need_no_cover(open_dir: Path) -> None:
-    (open_dir / "open").mkdir()
-    (open_dir / "open").chmod(0o755)
-    assert covers([str(open_dir / "open")], NOBODY, NOBODY) == []
+    home = tmp_path / "users" / "ada"
+    home.mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    path = {"home": str(home), "holds home": str(home.parent)}.get(what, what)
+    with pytest.raises(SandboxUnavailableError, match="will not show whole"):
+        root_plan([path])
 
 
 def test_the_interpreter_says_where_it_reads_from() -> None:

@@ -7,10 +7,13 @@ no test allocates more than about 700 MiB or writes more than 24 MiB.
 
 from __future__ import annotations
 
+import ast
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 import uuid
@@ -27,6 +30,7 @@ from pacore_graph.tools.sandbox import (
     LocalSandbox,
     SandboxExecutionError,
     SandboxLimits,
+    SandboxUnavailableError,
 )
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux")
@@ -358,3 +362,140 @@ def test_nul_bytes_and_lone_surrogates_are_error_results(
     assert out.startswith("error:")
     # The tools still work afterwards.
     assert tools["run_python"].invoke({"code": "print('fine')"}).endswith("fine")
+
+
+# --------------------------------------------------------------------------- issue 31: reads
+#
+# A program graded by `pacore eval` looked its test up in the dataset JSONL (or
+# the eval's results.jsonl), both world-readable, and printed the expected
+# output. The code now runs in a root of its own: its workspace, the
+# interpreter's directories and /usr, read-only; nothing else of the host.
+
+REPO = Path(__file__).resolve().parents[3]
+
+_PROBE_READS = """
+import os, sys
+for path in sys.argv[1:]:
+    try:
+        with open(path, "rb") as f:
+            print("READ", path, f.read(64))
+    except OSError as exc:
+        print("DENIED", path, exc.strerror)
+"""
+
+
+@pytest.fixture
+def world_readable(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A dataset folder as found on real machines: 0755 on the way down, files 0644."""
+    base = Path(tempfile.mkdtemp(prefix="pacore-world-"))
+    try:
+        base.chmod(0o755)
+        (base / "data.jsonl").write_text('{"tests": [{"input": "1 2", "output": "3"}]}\n')
+        (base / "results.jsonl").write_text('{"ground_truth": {"code_tests": {}}}\n')
+        for f in base.iterdir():
+            f.chmod(0o644)
+        yield base
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _reads(sandbox: LocalSandbox, *paths: str | Path, workdir: Path | None = None) -> list[str]:
+    code = "import sys\nsys.argv[1:] = " + repr([str(p) for p in paths]) + "\n" + _PROBE_READS
+    result = sandbox.execute(ExecRequest(code=code, workdir=workdir))
+    assert result.exit_code == 0, result.stderr
+    return result.stdout.splitlines()
+
+
+def test_world_readable_files_outside_the_workspace_are_not_there(
+    sandbox: LocalSandbox, world_readable: Path
+) -> None:
+    """Issue 31: the dataset, the results file, the project tree, /etc, the caller's home."""
+    home = Path(os.path.expanduser("~"))
+    targets = [
+        world_readable / "data.jsonl",
+        world_readable / "results.jsonl",
+        REPO / "pyproject.toml",
+        Path("/etc/passwd"),
+        Path("/etc/hostname"),
+        home / ".bashrc",
+    ]
+    lines = _reads(sandbox, *targets)
+    assert [line.split()[0] for line in lines] == ["DENIED"] * len(targets), lines
+    assert all("No such file or directory" in line for line in lines), lines
+
+
+def test_the_root_holds_only_what_the_code_needs(sandbox: LocalSandbox, tmp_path: Path) -> None:
+    code = "import os; print(sorted(os.listdir('/'))); print(sorted(os.listdir('/tmp')))"
+    result = sandbox.execute(ExecRequest(code=code, workdir=tmp_path))
+    assert result.ok, result.stderr
+    top, tmp = (ast.literal_eval(line) for line in result.stdout.splitlines())
+    allowed = {"bin", "dev", "etc", "lib", "lib32", "lib64", "libx32", "proc", "sbin", "tmp"}
+    allowed |= {"usr", "root", "work", "opt", "home"}  # where interpreters and workspaces live
+    assert set(top) <= allowed, top
+    for absent in ("var", "sys", "boot", "srv", "mnt", "media", "run"):
+        assert absent not in top
+    assert tmp == ([tmp_path.parts[2]] if str(tmp_path).startswith("/tmp/") else []), tmp
+
+
+def test_the_interpreter_and_standard_tools_still_work(sandbox: LocalSandbox) -> None:
+    code = (
+        "import json, sqlite3, ssl, decimal, hashlib, subprocess, tempfile\n"
+        "print(subprocess.run(['sh', '-c', 'echo $(( 6 * 7 )) | cat'], capture_output=True,\n"
+        "                     text=True).stdout.strip())\n"
+        "with tempfile.NamedTemporaryFile('w') as f: f.write('x')\n"
+        "print(open('/dev/null', 'w').write('gone'), len(open('/dev/urandom', 'rb').read(4)))\n"
+    )
+    result = sandbox.execute(ExecRequest(code=code))
+    assert result.ok, result.stderr
+    assert result.stdout.split() == ["42", "4", "4"]
+
+
+def test_nothing_outside_the_workspace_is_writable(
+    sandbox: LocalSandbox, world_readable: Path, tmp_path: Path
+) -> None:
+    world_readable.chmod(0o777)
+    targets = [world_readable / "new.txt", "/tmp/escape.txt", "/usr/escape.txt", "/dev/shm/../x"]
+    code = (
+        "import sys\n"
+        f"for path in {[str(t) for t in targets]!r}:\n"
+        "    try:\n"
+        "        open(path, 'w').write('x'); print('WROTE', path)\n"
+        "    except OSError as exc:\n"
+        "        print('DENIED', path)\n"
+        "open('inside.txt', 'w').write('kept')\n"
+    )
+    result = sandbox.execute(ExecRequest(code=code, workdir=tmp_path))
+    assert result.ok, result.stderr
+    assert [line.split()[0] for line in result.stdout.splitlines()] == ["DENIED"] * len(targets)
+    assert not (world_readable / "new.txt").exists() and not Path("/tmp/escape.txt").exists()
+    assert (tmp_path / "inside.txt").read_text() == "kept"
+
+
+def test_the_sandbox_init_gives_the_code_no_way_out(sandbox: LocalSandbox) -> None:
+    """PID 1 of the sandbox is not the code's to inspect: its fds and root stay closed."""
+    code = (
+        "import os\n"
+        "for what, look in (('fd', os.listdir), ('root', os.listdir), ('cwd', os.listdir),\n"
+        "                   ('environ', lambda p: open(p, 'rb').read())):\n"
+        "    try:\n"
+        "        print(what, look(f'/proc/1/{what}'))\n"
+        "    except OSError as exc:\n"
+        "        print(what, 'DENIED', exc.strerror)\n"
+    )
+    result = sandbox.execute(ExecRequest(code=code))
+    assert result.ok, result.stderr
+    for line in result.stdout.splitlines():
+        assert "DENIED" in line, result.stdout
+
+
+def test_a_root_that_cannot_be_built_fails_closed(tmp_path: Path) -> None:
+    """Never run uncontained: a bind the launcher cannot make refuses the call, naming why."""
+    import dataclasses
+
+    with started_sandbox(LIMITS) as sb:
+        probe = sb._ensure_started()
+        missing = str(tmp_path / "gone")
+        root = {**probe.root, "binds": [*probe.root["binds"], [missing, missing]]}
+        sb._probe = dataclasses.replace(probe, root=root)
+        with pytest.raises(SandboxUnavailableError, match="cannot build the sandbox's own root"):
+            sb.execute(ExecRequest(code="print('ran')"))

@@ -1,0 +1,162 @@
+"""A method's vote off the event loop: same record as on it, the loop free, a cancel stops it.
+
+Over real HTTP: a scripted server answers each sample with a different word
+(by the question and the sample index), so the vote parses every answer with
+math-verify (and burns a few ms per answer, so it is long on any machine).
+The majority graph (its nodes are :class:`VoteNodes`) runs it in a worker
+thread while a ticker task measures how long the loop goes unanswered; the
+same run with PaCoRe's own nodes (``build_pacore_graph(aggregator=...)``, the
+vote on the loop) records the same verdict.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import string
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import pytest
+
+from pacore_graph.graph.aggregation import (
+    Aggregator,
+    MajorityVote,
+    Verdict,
+    extract_final_answer,
+)
+from pacore_graph.graph.builder import ainvoke_pacore, build_pacore_graph
+from pacore_graph.graph.records import Trajectory
+from pacore_graph.graph.state import PaCoReState
+from pacore_graph.graph.vote_nodes import VoteNodes
+from pacore_graph.graphs.majority import build_majority_graph
+from pacore_graph.graphs.method_graph import compile_method_graph, method_parts
+from pacore_graph.llm.client import OpenAICompatClient
+from pacore_graph.settings.config import PaCoReConfig, SamplingParams
+from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
+
+K = 120
+
+
+def config(k: int) -> PaCoReConfig:
+    """K samples, seeded: each ``n`` chunk carries its first explorer's seed, so answers differ."""
+    return PaCoReConfig(sampling=SamplingParams(seed=5)).with_settings({"rounds": [k]})
+
+
+def word_for(request: ScriptedRequest) -> ScriptedReply:
+    """A different ten-letter word per question and sample (request seed and index)."""
+    key = f"{request.last_user}|{request.seed}|{request.sample_index}"
+    digest = hashlib.sha256(key.encode()).digest()
+    word = "".join(string.ascii_lowercase[b % 26] for b in digest[:10])
+    return ScriptedReply(content=f"So the answer is \\boxed{{\\text{{{word}}}}}.")
+
+
+def slow_extract(text: str) -> str | None:
+    """The vote's extraction plus 4 ms of pure-Python CPU (holding the GIL as parsing does).
+
+    A warm math-verify parses each word in about a millisecond: K of them
+    alone can vote in 0.15 s, too quick to tell a stalled loop from a free
+    one. With the burn the vote lasts at least K x 4 ms on any machine.
+    """
+    until = time.perf_counter() + 0.004
+    while time.perf_counter() < until:
+        pass
+    return extract_final_answer(text)
+
+
+def question() -> str:
+    """A question no earlier run of this process asked (its answers are not cached yet)."""
+    return f"Which word comes first? ({time.time_ns()})"
+
+
+async def loop_lag(done: asyncio.Event) -> float:
+    worst, last = 0.0, time.monotonic()
+    while not done.is_set():
+        await asyncio.sleep(0.01)
+        now = time.monotonic()
+        worst, last = max(worst, now - last - 0.01), now
+    return worst
+
+
+async def test_the_vote_runs_off_the_loop_and_records_what_the_loop_would() -> None:
+    async with ScriptedServer(word_for) as server:
+        client = OpenAICompatClient(server.base_url, "scripted")
+        try:
+            problem = question()
+            done = asyncio.Event()
+            lag = asyncio.ensure_future(loop_lag(done))
+            started = time.monotonic()
+            graph = build_majority_graph(client, K, config=config(K), extract=slow_extract)
+            result = await ainvoke_pacore(graph, problem)
+            took = time.monotonic() - started
+            done.set()
+            worst = await lag
+            on_loop = await ainvoke_pacore(
+                build_pacore_graph(
+                    client,
+                    config=config(K),
+                    aggregator=MajorityVote(extract=slow_extract),
+                    name="majority",
+                ),
+                problem,
+            )
+        finally:
+            await client.aclose()
+    assert len(result.extra["votes"]) == K
+    for key in ("votes", "winner", "tie", "chosen", "aggregator"):
+        assert result.extra[key] == on_loop.extra[key]
+    assert result.answer == on_loop.answer
+    assert took > 0.3, "the run was too quick to tell"
+    assert worst < max(0.25, took / 3), f"the loop stalled {worst:.2f} s of a {took:.2f} s run"
+
+
+@dataclass
+class Watched:
+    """The majority vote, recording when it started and how it ended."""
+
+    name: str = "majority"
+    started: threading.Event = field(default_factory=threading.Event)
+    ended: list[tuple[float, str]] = field(default_factory=list)
+    inner: Aggregator = field(default_factory=MajorityVote)
+
+    def aggregate(self, rounds: Sequence[Sequence[Trajectory]]) -> Verdict:
+        self.started.set()
+        outcome = "returned"
+        try:
+            return self.inner.aggregate(rounds)
+        except BaseException as exc:
+            outcome = type(exc).__name__
+            raise
+        finally:
+            self.ended.append((time.monotonic(), outcome))
+
+
+async def test_cancelling_the_run_stops_its_vote() -> None:
+    vote = Watched()
+    async with ScriptedServer(word_for) as server:
+        client = OpenAICompatClient(server.base_url, "scripted")
+        try:
+            parts = method_parts(client, config(600))
+            nodes = VoteNodes(
+                **parts.node_kwargs(), explorer=parts.explorer, aggregator=vote, name="majority"
+            )
+            graph = compile_method_graph(nodes, PaCoReState, name="majority")
+            run = asyncio.ensure_future(ainvoke_pacore(graph, question()))
+            while not vote.started.is_set():
+                assert not run.done(), run
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.2)
+            cancelled = time.monotonic()
+            run.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await run
+            while not vote.ended and time.monotonic() - cancelled < 10:
+                await asyncio.sleep(0.01)
+        finally:
+            await client.aclose()
+    assert vote.ended, "the vote ran on after its run was cancelled"
+    ended, outcome = vote.ended[0]
+    assert outcome == "VoteCancelledError"
+    assert ended - cancelled < 2.0
