@@ -1,12 +1,12 @@
-"""A method's vote off the event loop: same record as on it, the loop free, a cancel stops it.
+"""A graph's vote off the event loop: the verdict the vote gives, the loop free, a cancel stops it.
 
-Over real HTTP: a scripted server answers each sample with a different word
-(by the question and the sample index), so the vote parses every answer with
-math-verify (and burns a few ms per answer, so it is long on any machine).
-The majority graph (its nodes are :class:`VoteNodes`) runs it in a worker
-thread while a ticker task measures how long the loop goes unanswered; the
-same run with PaCoRe's own nodes (``build_pacore_graph(aggregator=...)``, the
-vote on the loop) records the same verdict.
+PaCoRe's finalize runs its aggregator through
+:func:`~pacore_graph.graph.aggregation.aggregate_off_loop`. Over real HTTP: a
+scripted server answers each sample with a different word (by the question
+and the sample index), so the vote parses every answer with math-verify (and
+burns a few ms per answer, so it is long on any machine). The majority graph
+runs it in a worker thread while a ticker task measures how long the loop goes
+unanswered; the verdict equals the vote called directly on the run's rounds.
 """
 
 from __future__ import annotations
@@ -29,10 +29,7 @@ from pacore_graph.graph.aggregation import (
 )
 from pacore_graph.graph.builder import ainvoke_pacore, build_pacore_graph
 from pacore_graph.graph.records import Trajectory
-from pacore_graph.graph.state import PaCoReState
-from pacore_graph.graph.vote_nodes import VoteNodes
 from pacore_graph.graphs.majority import build_majority_graph
-from pacore_graph.graphs.method_graph import compile_method_graph, method_parts
 from pacore_graph.llm.client import OpenAICompatClient
 from pacore_graph.settings.config import PaCoReConfig, SamplingParams
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
@@ -93,21 +90,15 @@ async def test_the_vote_runs_off_the_loop_and_records_what_the_loop_would() -> N
             took = time.monotonic() - started
             done.set()
             worst = await lag
-            on_loop = await ainvoke_pacore(
-                build_pacore_graph(
-                    client,
-                    config=config(K),
-                    aggregator=MajorityVote(extract=slow_extract),
-                    name="majority",
-                ),
-                problem,
-            )
         finally:
             await client.aclose()
+    direct = MajorityVote(extract=extract_final_answer).aggregate(result.rounds)
     assert len(result.extra["votes"]) == K
-    for key in ("votes", "winner", "tie", "chosen", "aggregator"):
-        assert result.extra[key] == on_loop.extra[key]
-    assert result.answer == on_loop.answer
+    assert result.extra["aggregator"] == "majority"
+    assert result.extra["chosen"] == direct.trajectory.id
+    for key in ("votes", "winner", "tie"):
+        assert result.extra[key] == direct.details[key]
+    assert result.answer == direct.answer
     assert took > 0.3, "the run was too quick to tell"
     assert worst < max(0.25, took / 3), f"the loop stalled {worst:.2f} s of a {took:.2f} s run"
 
@@ -138,11 +129,7 @@ async def test_cancelling_the_run_stops_its_vote() -> None:
     async with ScriptedServer(word_for) as server:
         client = OpenAICompatClient(server.base_url, "scripted")
         try:
-            parts = method_parts(client, config(600))
-            nodes = VoteNodes(
-                **parts.node_kwargs(), explorer=parts.explorer, aggregator=vote, name="majority"
-            )
-            graph = compile_method_graph(nodes, PaCoReState, name="majority")
+            graph = build_pacore_graph(client, config=config(600), aggregator=vote, name="majority")
             run = asyncio.ensure_future(ainvoke_pacore(graph, question()))
             while not vote.started.is_set():
                 assert not run.done(), run
