@@ -127,17 +127,6 @@ def _utf8_text(text: str, what: str) -> str:
     return text
 
 
-def _config(args: argparse.Namespace, embedded: bool) -> PaCoReConfig:
-    """The run configuration: the resolved settings plus this command's round control."""
-    extra: dict[str, Any] = {}
-    for key in ("round_quorum", "round_deadline", "early_stop_consensus", "token_budget"):
-        value = getattr(args, key, None)
-        if value is not None:
-            extra[key] = value
-    settings: PaCoReSettings = args.settings
-    return settings.to_config(embedded=embedded, **extra)
-
-
 def _resolve_settings(args: argparse.Namespace) -> argparse.Namespace:
     """This command's arguments with its model options resolved (flag > ``PACORE_*`` > default).
 
@@ -328,8 +317,9 @@ def _prepare(args: argparse.Namespace) -> tuple[PaCoReConfig, Any]:
 
     from pacore_graph.graph.compaction import compactor_from_name
 
+    settings: PaCoReSettings = args.settings
     try:
-        config = _config(args, embedded=not args.base_url)
+        config = settings.to_config(embedded=not settings.base_url)
     except ValidationError as exc:
         raise UsageError(_format_validation(exc)) from None
     try:

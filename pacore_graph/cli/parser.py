@@ -1,7 +1,7 @@
 """The ``pacore`` argument parser: every subcommand, its flags and their help.
 
-Model options come from one table (:mod:`pacore_graph.settings.options`); this module
-only says which command lists which of them, plus each command's own flags.
+Setting flags come from the catalogue's rows (:mod:`pacore_graph.settings.options`);
+this module only says which command lists which of them, plus each command's own flags.
 It imports nothing heavy: ``pacore --help`` builds it.
 """
 
@@ -16,8 +16,10 @@ from typing import Any
 from pacore_graph.cli.grader_args import add_grader_args
 from pacore_graph.cli.suite import add_suite_args
 from pacore_graph.runs.filenames import EVAL_CHECKPOINT_FILE, RUN_CHECKPOINT_SUFFIX
+from pacore_graph.settings.fields import DEFAULT_MAX_CONCURRENCY
 from pacore_graph.settings.options import (
     MODEL_OPTIONS,
+    ROUND_CONTROL_OPTIONS,
     SAMPLING_OPTION_NAMES,
     TEXT_GRAPH_ONLY,
     add_options,
@@ -39,40 +41,24 @@ _GRADER_HELP = (
 )
 
 
-def _quorum(text: str) -> float | int:
-    from pacore_graph.control.quorum import parse_quorum
-
-    try:
-        return parse_quorum(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _add_round_control_args(p: argparse.ArgumentParser) -> None:
-    """Straggler control, early stop and the token budget: all off unless asked."""
-    from pacore_graph.settings.fields import SETTINGS
-
-    for name in ("round_quorum", "round_deadline", "early_stop_consensus", "token_budget"):
-        row = SETTINGS[name]
-        p.add_argument(
-            "--" + name.replace("_", "-"),
-            type=_quorum if name == "round_quorum" else row.kind,
-            metavar=row.metavar,
-            help=f"{row.help} (default: {row.unset})",
-        )
-
-
 def _add_model_args(
-    p: argparse.ArgumentParser, *, text_graph: bool = True, shape: bool = False
+    p: argparse.ArgumentParser,
+    *,
+    text_graph: bool = True,
+    shape: bool = False,
+    round_control: bool = False,
 ) -> None:
-    """Options shared by every command that talks to a model (defined once, in ``options``).
+    """Options shared by every command that talks to a model (rows of the settings catalogue).
 
     ``text_graph=False`` (``swe``) leaves out what only the text graph uses
     (compactor, batching, client choice, log-probs, token ids, progress bar),
     so no flag is listed that would do nothing. ``shape`` adds ``--preset`` /
-    ``--rounds``.
+    ``--rounds``; ``round_control`` the straggler control, early stop and
+    token budget flags (last in the help).
     """
     names = [o.name for o in MODEL_OPTIONS if text_graph or o.name not in TEXT_GRAPH_ONLY]
+    if round_control:
+        names += [o.name for o in ROUND_CONTROL_OPTIONS]
     add_options(p, names, shape=shape)
 
 
@@ -198,8 +184,7 @@ def _run_args(run: argparse.ArgumentParser) -> None:
     )
     _add_checkpoint_arg(run, "OUTPUT" + RUN_CHECKPOINT_SUFFIX)
     _add_ray_args(run)
-    _add_model_args(run, shape=True)
-    _add_round_control_args(run)
+    _add_model_args(run, shape=True, round_control=True)
 
 
 def _eval_args(ev: argparse.ArgumentParser) -> None:
@@ -228,8 +213,7 @@ def _eval_args(ev: argparse.ArgumentParser) -> None:
     )
     _add_checkpoint_arg(ev, "DIR/" + EVAL_CHECKPOINT_FILE)
     _add_ray_args(ev)
-    _add_model_args(ev)
-    _add_round_control_args(ev)
+    _add_model_args(ev, round_control=True)
 
 
 def _swe_args(swe: argparse.ArgumentParser) -> None:
@@ -423,7 +407,10 @@ def _serve_args(srv: argparse.ArgumentParser) -> None:
         "--upstream-api-key", help="key sent upstream (default: $PACORE_API_KEY/$OPENAI_API_KEY)"
     )
     srv.add_argument(
-        "--max-concurrency", type=int, default=64, help="runs at once (more wait in the queue)"
+        "--max-concurrency",
+        type=int,
+        default=DEFAULT_MAX_CONCURRENCY,
+        help="runs at once (more wait in the queue)",
     )
     srv.add_argument(
         "--max-queue",

@@ -31,7 +31,6 @@ def _serve(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from pacore_graph.graph.compaction import compactor_from_name
-    from pacore_graph.settings.config import PaCoReConfig
 
     try:
         from pacore_graph.serve import API_KEY_ENV_VAR, ServeSettings, serve
@@ -40,11 +39,6 @@ def _serve(args: argparse.Namespace) -> int:
         raise UsageError(
             f"pacore serve needs the serve extra (pip install 'pacore-graph[serve]'): {exc}"
         ) from None
-    given: dict[str, Any] = {
-        key: getattr(args, key)
-        for key in ("temperature", "top_p", "max_tokens", "timeout", "retries", "call_deadline")
-        if getattr(args, key) is not None
-    }
     api_key = args.api_key or os.environ.get(API_KEY_ENV_VAR) or None
     upstreams = tuple(args.upstream or ())
     if upstreams and not args.model:
@@ -59,7 +53,7 @@ def _serve(args: argparse.Namespace) -> int:
     placeholder = ("http://127.0.0.1:1/v1",), "embedded"
     try:
         compactor_from_name(args.compactor)
-        base = PaCoReConfig().with_settings(given)
+        base = args.settings.to_config()  # the sampling and retry rows this command lists
         settings = ServeSettings(
             upstreams=upstreams or placeholder[0],
             model=args.model or placeholder[1],

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pacore_graph.graph.compactor_registry import CompactorRegistry
 from pacore_graph.otel.spans import TraceOptions
 from pacore_graph.settings.config import PaCoReConfig, RetryPolicy, SamplingParams
+from pacore_graph.settings.fields import DEFAULT_MAX_CONCURRENCY, SETTINGS
 from pacore_graph.settings.request_limits import RequestLimitError, RequestLimits
 
 __all__ = [
@@ -88,12 +89,12 @@ class ServeSettings:
     model: str
     api_key: str | None = None
     upstream_api_key: str | None = None
-    max_concurrency: int = 64
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY
     max_queue: int = DEFAULT_MAX_QUEUE
     queue_timeout_s: float | None = DEFAULT_QUEUE_TIMEOUT_S
     passthrough: bool = True
     max_samples_in_flight: int = 256
-    compactor: str = "conclusion"
+    compactor: str = SETTINGS["compactor"].default
     sampling: SamplingParams = field(default_factory=SamplingParams)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     retry_after_s: int = 1

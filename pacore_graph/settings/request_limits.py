@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pacore_graph.errors import PaCoReError
+from pacore_graph.settings.fields import LIMIT_NAMES, SETTINGS
 from pacore_graph.settings.grammar import MethodSpec
 
 __all__ = [
@@ -50,13 +51,14 @@ __all__ = [
     "RequestLimits",
 ]
 
-DEFAULT_MAX_ROUNDS = 16
-DEFAULT_MAX_SAMPLES_PER_REQUEST = 4096
-DEFAULT_MAX_TOKENS_CAP = 131_072
+# The defaults and bounds are the catalogue's rows (``max_rounds``, ...), named here for code.
+DEFAULT_MAX_ROUNDS: int = SETTINGS["max_rounds"].default
+DEFAULT_MAX_SAMPLES_PER_REQUEST: int = SETTINGS["max_samples_per_request"].default
+DEFAULT_MAX_TOKENS_CAP: int = SETTINGS["max_tokens_cap"].default
 #: The largest value an operator may give any cap: limits exist to be finite.
-LIMIT_CEILING = 100_000_000
+LIMIT_CEILING = int(SETTINGS["max_tokens_cap"].le or 0)
 #: The most rounds ``max_rounds`` may allow (the graph's recursion limit follows it).
-MAX_ROUNDS_CEILING = 1024
+MAX_ROUNDS_CEILING = int(SETTINGS["max_rounds"].le or 0)
 
 LimitedField = Literal["rounds", "max_tokens"]
 
@@ -83,14 +85,9 @@ class RequestLimits:
     max_tokens_cap: int = DEFAULT_MAX_TOKENS_CAP
 
     def __post_init__(self) -> None:
-        for name, low, high in (
-            ("max_rounds", 1, MAX_ROUNDS_CEILING),
-            ("max_samples_per_request", 2, LIMIT_CEILING),
-            ("max_tokens_cap", 1, LIMIT_CEILING),
-        ):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-                raise ValueError(f"{name} must be an integer in [{low}, {high}], got {value!r}")
+        """Each cap held to its row's bounds (:class:`~pacore_graph.settings.fields.BoundError`)."""
+        for name in LIMIT_NAMES:
+            SETTINGS[name].check(getattr(self, name))
 
     def check(self, *, rounds: Sequence[int] | None = None, max_tokens: int | None = None) -> None:
         """Refuse ``rounds`` (configured widths) or ``max_tokens`` over a cap.

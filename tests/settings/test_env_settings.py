@@ -15,18 +15,25 @@ import pacore_graph
 from pacore_graph.cli import build_parser, main
 from pacore_graph.settings.config import PaCoReConfig
 from pacore_graph.settings.env_settings import PaCoReSettings, format_settings_error, load_settings
-from pacore_graph.settings.options import MODEL_OPTIONS, SHAPE_OPTIONS
+from pacore_graph.settings.fields import SETTINGS
+from pacore_graph.settings.options import MODEL_OPTIONS, ROUND_CONTROL_OPTIONS, SHAPE_OPTIONS
 from pacore_graph.testing import ScriptedServer
 
 # --------------------------------------------------------------------------- the model
 
 
-def test_the_option_table_and_the_settings_model_have_the_same_fields() -> None:
-    table = {o.name: o for o in SHAPE_OPTIONS + MODEL_OPTIONS}
-    assert set(table) == set(PaCoReSettings.model_fields)
+def test_the_settings_model_is_the_catalogue_and_every_flag_a_row() -> None:
+    # The model is generated from the rows: one field each, nothing declared by hand.
+    assert list(PaCoReSettings.model_fields) == list(SETTINGS)
+    table = {o.name: o for o in SHAPE_OPTIONS + MODEL_OPTIONS + ROUND_CONTROL_OPTIONS}
+    assert set(table) == {name for name, row in SETTINGS.items() if row.flag}
     for name, option in table.items():
+        row = SETTINGS[name]
         default = PaCoReSettings.model_fields[name].default
         assert default == (False if option.flag else option.default), name
+        # a setting the config holds is "not given" until given: the config's default applies
+        assert default == (False if row.kind is bool else row.default if row.path is None else None)
+        assert option.help == row.help and option.env == row.env
 
 
 def test_the_defaults_the_help_states_are_the_configs() -> None:

@@ -58,10 +58,14 @@ def test_values_are_parsed_by_the_rows_kind() -> None:
 
 
 def test_the_help_names_the_variable_and_the_default() -> None:
-    option = Option.of("temperature")
+    option = Option.of("timeout")
     assert option.help_text() == (
-        f"{SETTINGS['temperature'].help} (env PACORE_TEMPERATURE; "
-        f"default: {SETTINGS['temperature'].default})"
+        f"{SETTINGS['timeout'].help} (env PACORE_TIMEOUT; default: {SETTINGS['timeout'].default})"
+    )
+    assert (
+        Option.of("temperature")
+        .help_text()
+        .endswith(f"default: {SETTINGS['temperature'].default}, the public pipeline's)")
     )
     assert (
         Option.of("temperature", default_text="by model").help_text().endswith("default: by model)")
