@@ -146,6 +146,7 @@ def _resolve_settings(args: argparse.Namespace) -> argparse.Namespace:
         settings = load_settings({name: getattr(args, name) for name in fields}, only=fields)
     except ValidationError as exc:
         raise UsageError(format_settings_error(exc)) from None
+    _check_base_urls(settings.base_url)  # flag or PACORE_BASE_URL: checked once, here
     resolved = {name: getattr(settings, name) for name in fields}
     # Which options were typed as flags (not read from PACORE_*): a flag is this command's
     # own, so one that would change nothing is refused (:func:`_check_method_settings`).
@@ -208,12 +209,12 @@ class _Endpoint:
 
 
 @contextlib.asynccontextmanager
-async def _endpoint(args: argparse.Namespace) -> AsyncIterator[_Endpoint]:
-    if args.base_url and not args.model:
+async def _endpoint(settings: PaCoReSettings) -> AsyncIterator[_Endpoint]:
+    """``--base-url`` (checked when the settings were resolved), else the embedded model."""
+    if settings.base_url and not settings.model:
         raise UsageError("--model is required with --base-url (the served model's name)")
-    if args.base_url:
-        _check_base_urls(args.base_url)
-        yield _Endpoint(list(args.base_url), args.model)
+    if settings.base_url:
+        yield _Endpoint(list(settings.base_url), settings.model)
         return
     import asyncio
 
@@ -245,7 +246,7 @@ async def _endpoint(args: argparse.Namespace) -> AsyncIterator[_Endpoint]:
 
 
 @contextlib.contextmanager
-def _tracing(args: argparse.Namespace) -> Iterator[TraceOptions]:
+def _tracing(settings: PaCoReSettings) -> Iterator[TraceOptions]:
     """Trace options for the run; flushes and shuts the exporter down at the end.
 
     A collector that cannot be reached costs one warning line and no wait at
@@ -255,10 +256,10 @@ def _tracing(args: argparse.Namespace) -> Iterator[TraceOptions]:
     from pacore_graph.otel.exporters import TracingConfigError, configure_tracing, exporter_kinds
     from pacore_graph.otel.spans import TraceOptions
 
-    capture = True if args.trace_content else None
+    capture = True if settings.trace_content else None
     try:
-        kinds = exporter_kinds(args.trace)  # --trace, else OTEL_TRACES_EXPORTER
-        project = getattr(args, "trace_project", None)
+        kinds = exporter_kinds(settings.trace)  # --trace, else OTEL_TRACES_EXPORTER
+        project = settings.trace_project
         provider = configure_tracing(kinds, project=project) if kinds else None
     except TracingConfigError as exc:
         raise UsageError(str(exc)) from None
@@ -269,10 +270,10 @@ def _tracing(args: argparse.Namespace) -> Iterator[TraceOptions]:
         yield TraceOptions(tracer_provider=provider, capture_content=capture)
 
 
-def _client(args: argparse.Namespace, endpoint: _Endpoint, config: PaCoReConfig) -> ChatClient:
+def _client(settings: PaCoReSettings, endpoint: _Endpoint, config: PaCoReConfig) -> ChatClient:
     from pacore_graph.llm.multi_client import chat_client_for
 
-    if args.client == "langchain":
+    if settings.client == "langchain":
         from pacore_graph.llm.langchain_client import LangChainChatClient, make_chat_model
 
         if len(endpoint.base_urls) > 1:
@@ -280,7 +281,7 @@ def _client(args: argparse.Namespace, endpoint: _Endpoint, config: PaCoReConfig)
         chat = make_chat_model(
             endpoint.base_urls[0],
             endpoint.model,
-            api_key=args.api_key,
+            api_key=settings.api_key,
             sampling=config.sampling,
             retry=config.retry,
         )
@@ -288,13 +289,13 @@ def _client(args: argparse.Namespace, endpoint: _Endpoint, config: PaCoReConfig)
     from pacore_graph.llm.session_header import parse_session_header
 
     try:
-        session_header = parse_session_header(getattr(args, "session_header", None))
+        session_header = parse_session_header(settings.session_header)
     except ValueError as exc:
         raise UsageError(f"--session-header (PACORE_SESSION_HEADER): {exc}") from None
     return chat_client_for(
         endpoint.base_urls,
         endpoint.model,
-        api_key=args.api_key,
+        api_key=settings.api_key,
         retry=config.retry,
         session_header=session_header,
     )
@@ -311,19 +312,18 @@ def _summary(result: PaCoReResult) -> str:
     )
 
 
-def _prepare(args: argparse.Namespace) -> tuple[PaCoReConfig, Any]:
-    """Config and compactor from the shared options; UsageError when they are invalid."""
+def _prepare(settings: PaCoReSettings) -> tuple[PaCoReConfig, Any]:
+    """Config and compactor from the resolved settings; UsageError when they are invalid."""
     from pydantic import ValidationError
 
     from pacore_graph.graph.compaction import compactor_from_name
 
-    settings: PaCoReSettings = args.settings
     try:
         config = settings.to_config(embedded=not settings.base_url)
     except ValidationError as exc:
         raise UsageError(_format_validation(exc)) from None
     try:
-        compactor = compactor_from_name(getattr(args, "compactor", "conclusion"))
+        compactor = compactor_from_name(settings.compactor)
     except (ValueError, ImportError, AttributeError, TypeError) as exc:
         raise UsageError(str(exc)) from None
     return config, compactor

@@ -98,7 +98,7 @@ def _serve(args: argparse.Namespace) -> int:
         "drain_timeout": args.drain_timeout,
         "log_level": args.log_level,
     }
-    with _tracing(args) as tracing:  # --trace: flushed and shut down when the server stops
+    with _tracing(args.settings) as tracing:  # --trace: flushed and shut down when the server stops
         settings = dataclasses.replace(settings, tracing=tracing)
         if upstreams:
             serve(settings, **where)
