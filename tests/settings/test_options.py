@@ -14,6 +14,7 @@ import pytest
 from pacore_graph.settings.fields import SETTINGS
 from pacore_graph.settings.options import (
     MODEL_OPTIONS,
+    ROUND_CONTROL_OPTIONS,
     SHAPE_OPTIONS,
     Option,
     add_options,
@@ -104,7 +105,10 @@ def test_a_choice_outside_the_rows_choices_is_refused() -> None:
 
 
 def test_every_variable_is_in_the_settings_page() -> None:
-    """docs/settings.md lists every option's ``PACORE_*`` variable (a new row cannot be missed)."""
+    """docs/settings.md lists every row's ``PACORE_*`` variable (a new row cannot be missed)."""
     page = (Path(__file__).resolve().parents[2] / "docs" / "settings.md").read_text("utf-8")
-    missing = [env_name(o.name) for o in MODEL_OPTIONS if env_name(o.name) not in page]
+    missing = [row.env for row in SETTINGS.values() if f"`{row.env}`" not in page]
+    assert not missing, f"docs/settings.md does not name {missing}"
+    flags = [o.option_string for o in MODEL_OPTIONS + ROUND_CONTROL_OPTIONS]
+    missing = [flag for flag in flags if f"`{flag}" not in page]
     assert not missing, f"docs/settings.md does not name {missing}"
