@@ -21,6 +21,7 @@ import sys
 from typing import Any
 
 from pacore_graph.cli.common import UsageError, _format_validation, _tracing
+from pacore_graph.settings.fields import SERVE_SETTINGS
 
 __all__ = ["_serve"]
 
@@ -47,8 +48,11 @@ def _serve(args: argparse.Namespace) -> int:
         raise UsageError(
             "--model names the --upstream's model; without --upstream the embedded model is served"
         )
-    if args.queue_timeout < 0:
-        raise UsageError(f"--queue-timeout must be >= 0 (0: no limit), got {args.queue_timeout}")
+    try:  # the bounds ServeSettings does not hold (it takes no limit as None, not 0)
+        for name in ("queue_timeout", "port"):
+            SERVE_SETTINGS[name].check(getattr(args, name), SERVE_SETTINGS[name].option_string)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     # Checked before the embedded model starts; its URL and name replace these then.
     placeholder = ("http://127.0.0.1:1/v1",), "embedded"
     try:
@@ -77,8 +81,6 @@ def _serve(args: argparse.Namespace) -> int:
         raise UsageError(_format_validation(exc)) from None
     except (ValueError, ImportError, AttributeError, TypeError) as exc:
         raise UsageError(str(exc)) from None
-    if not 0 <= args.port <= 65535:
-        raise UsageError(f"--port must be in [0, 65535], got {args.port}")
     if api_key is None and not is_loopback(args.host):
         if not args.allow_no_auth:
             raise UsageError(

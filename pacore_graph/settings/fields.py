@@ -48,6 +48,7 @@ __all__ = [
     "ENV_PREFIX",
     "LIMIT_NAMES",
     "ROUND_CONTROL_NAMES",
+    "SERVE_SETTINGS",
     "SETTINGS",
     "BoundError",
     "Setting",
@@ -162,12 +163,13 @@ class Setting:
         }
 
     def bounds_text(self) -> str:
-        """``in [0.0, 2.0]``-style text for help and errors ('' when unbounded)."""
+        """``in [0.0, 2.0]``, ``>= 1``-style text for help and errors ('' when unbounded)."""
         low = f"[{self.ge}" if self.ge is not None else f"({self.gt}" if self.gt is not None else ""
         if not low:
             return f"<= {self.le}" if self.le is not None else ""
-        high = f"{self.le}]" if self.le is not None else "inf)"
-        return f"in {low}, {high}"
+        if self.le is None:
+            return f">= {self.ge}" if self.ge is not None else f"> {self.gt}"
+        return f"in {low}, {self.le}]"
 
 
 _SEED_BOUND = 2**63
@@ -521,6 +523,146 @@ _ROWS = (
 
 #: Every run setting by flat name, in help order.
 SETTINGS: dict[str, Setting] = {row.name: row for row in _ROWS}
+
+_SERVE_ROWS = (
+    Setting(
+        name="upstream",
+        path=None,
+        help="OpenAI-compatible model server, e.g. http://gpu1:8000/v1; repeat for replicas",
+        repeatable=True,
+        shown="start the embedded model, as pacore run does",
+    ),
+    Setting(
+        name="model",
+        path=None,
+        help="the upstreams' served model name, with --upstream",
+        shown="the embedded model",
+    ),
+    Setting(
+        name="host",
+        path=None,
+        help="address to listen on; one not on loopback needs an API key or --allow-no-auth",
+        default="127.0.0.1",
+    ),
+    Setting(
+        name="port", path=None, help="port to listen on", kind=int, default=8000, ge=0, le=65535
+    ),
+    Setting(
+        name="api_key",
+        path=None,
+        help="key clients must send as Bearer",
+        shown="$PACORE_SERVE_API_KEY",
+    ),
+    Setting(
+        name="allow_no_auth",
+        path=None,
+        help="serve without an API key on a non-loopback --host (anyone who can reach it "
+        "starts upstream work); a warning is printed",
+        kind=bool,
+        default=False,
+    ),
+    Setting(
+        name="upstream_api_key",
+        path=None,
+        help="key sent upstream",
+        shown="$PACORE_API_KEY/$OPENAI_API_KEY",
+    ),
+    Setting(
+        name="max_concurrency",
+        path=None,
+        help="runs at once (more wait in the queue)",
+        kind=int,
+        default=DEFAULT_MAX_CONCURRENCY,
+        ge=1,
+    ),
+    Setting(
+        name="max_queue",
+        path=None,
+        help="requests waiting for a run slot, in arrival order; beyond, 429",
+        kind=int,
+        default=1024,
+        ge=0,
+        le=1_000_000,
+    ),
+    Setting(
+        name="queue_timeout",
+        path=None,
+        help="seconds a request may wait in the queue, then 503; 0 for no limit",
+        kind=float,
+        default=300.0,  # half the openai SDK's 600 s timeout: a queued client hears back
+        ge=0.0,
+    ),
+    Setting(
+        name="passthrough",
+        path=None,
+        help="relay requests for a model the upstream serves (--model, its /v1/models) unchanged",
+        kind=bool,
+        default=True,
+    ),
+    Setting(
+        name="max_samples_in_flight",
+        path=None,
+        help="upstream sequences in flight at most, over all runs and replicas",
+        kind=int,
+        default=256,
+        ge=1,
+        le=100_000,
+    ),
+    Setting(
+        name="max_body_bytes",
+        path=None,
+        help="largest request body; larger get 413",
+        kind=int,
+        default=4 * 1024 * 1024,  # a 131072-token conversation is well under 1 MB of JSON
+        ge=1024,
+        le=1024**3,
+    ),
+    Setting(
+        name="max_connections",
+        path=None,
+        help="open connections at most; beyond, requests get 503",
+        kind=int,
+        default=512,
+        ge=1,
+    ),
+    Setting(
+        name="header_timeout",
+        path=None,
+        help="seconds a connection may take to send a request's headers",
+        kind=float,
+        default=10.0,
+        gt=0.0,
+    ),
+    Setting(
+        name="body_timeout",
+        path=None,
+        help="seconds a request may take to send its body; then 408",
+        kind=float,
+        default=30.0,
+        gt=0.0,
+    ),
+    Setting(
+        name="drain_timeout",
+        path=None,
+        help="seconds SIGTERM waits for runs",
+        kind=int,
+        default=600,
+        ge=0,
+    ),
+    Setting(
+        name="log_level",
+        path=None,
+        help="uvicorn's log level",
+        default="info",
+        choices=("debug", "info", "warning", "error"),
+    ),
+)
+
+#: ``pacore serve``'s own settings (the server's, not a run's), in help order: its
+#: flags and the defaults and bounds of
+#: :class:`~pacore_graph.serve.settings.ServeSettings`. Its sampling options are
+#: rows of :data:`SETTINGS`; the server's key is ``PACORE_SERVE_API_KEY``.
+SERVE_SETTINGS: dict[str, Setting] = {row.name: row for row in _SERVE_ROWS}
 
 #: The per-request caps (:class:`~pacore_graph.settings.request_limits.RequestLimits`).
 LIMIT_NAMES = ("max_rounds", "max_samples_per_request", "max_tokens_cap")
