@@ -661,7 +661,9 @@ _SERVE_ROWS = (
 #: ``pacore serve``'s own settings (the server's, not a run's), in help order: its
 #: flags and the defaults and bounds of
 #: :class:`~pacore_graph.serve.settings.ServeSettings`. Its sampling options are
-#: rows of :data:`SETTINGS`; the server's key is ``PACORE_SERVE_API_KEY``.
+#: rows of :data:`SETTINGS` (with their variables); these are read from flags only
+#: (no ``PACORE_*`` variable of their own yet), the server's key also from
+#: ``PACORE_SERVE_API_KEY``.
 SERVE_SETTINGS: dict[str, Setting] = {row.name: row for row in _SERVE_ROWS}
 
 #: The per-request caps (:class:`~pacore_graph.settings.request_limits.RequestLimits`).
