@@ -137,13 +137,22 @@ def _resolve_settings(args: argparse.Namespace) -> argparse.Namespace:
     """
     from pydantic import ValidationError
 
-    from pacore_graph.settings.env_settings import format_settings_error, load_settings
+    from pacore_graph.settings.env_settings import (
+        format_settings_error,
+        load_serve_settings,
+        load_settings,
+    )
 
     fields: tuple[str, ...] = getattr(args, "settings_fields", ())
     if not fields:
         return args
+    served: dict[str, Any] = {}
     try:
         settings = load_settings({name: getattr(args, name) for name in fields}, only=fields)
+        own: tuple[str, ...] = getattr(args, "serve_fields", ())
+        if own:  # pacore serve's own flags > PACORE_SERVE_* > their rows' defaults
+            server = load_serve_settings({name: getattr(args, name) for name in own})
+            served = {name: getattr(server, name) for name in own}
     except ValidationError as exc:
         raise UsageError(format_settings_error(exc)) from None
     _check_base_urls(settings.base_url)  # flag or PACORE_BASE_URL: checked once, here
@@ -152,7 +161,7 @@ def _resolve_settings(args: argparse.Namespace) -> argparse.Namespace:
     # own, so one that would change nothing is refused (:func:`_check_method_settings`).
     typed = frozenset(name for name in fields if getattr(args, name) is not None)
     return argparse.Namespace(
-        **{**vars(args), **resolved, "settings": settings, "flags_given": typed}
+        **{**vars(args), **served, **resolved, "settings": settings, "flags_given": typed}
     )
 
 

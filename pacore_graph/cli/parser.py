@@ -377,13 +377,14 @@ def _model_args(model: argparse.ArgumentParser) -> None:
 
 
 def _serve_flag(p: argparse.ArgumentParser, name: str) -> None:
-    """``pacore serve``'s own flag ``name``: help, type, default and choices from its row."""
+    """``pacore serve``'s own flag ``name``: help, type, choices and the default it states
+    from its row; ``None`` when not given, so its ``PACORE_SERVE_*`` variable can apply."""
     row = SERVE_SETTINGS[name]
-    kwargs: dict[str, Any] = {"help": row.help, "default": row.default}
+    kwargs: dict[str, Any] = {"default": None}
+    help_text = f"{row.help} (env {row.env}; default: {row.default_text()})"
     if row.kind is bool:
         kwargs["action"] = argparse.BooleanOptionalAction if row.default else "store_true"
-        if row.default:
-            kwargs["help"] = f"{row.help} (default: on)"
+        help_text = f"{row.help} (env {row.env}; default: {'on' if row.default else 'off'})"
     else:
         if row.kind is not str:
             kwargs["type"] = row.kind
@@ -391,9 +392,7 @@ def _serve_flag(p: argparse.ArgumentParser, name: str) -> None:
             kwargs["action"] = "append"
         if row.choices is not None:
             kwargs["choices"] = list(row.choices)
-        if row.shown is not None:
-            kwargs["help"] = f"{row.help} (default: {row.shown})"
-    p.add_argument(row.option_string, **kwargs)
+    p.add_argument(row.option_string, help=help_text, **kwargs)
 
 
 def _serve_args(srv: argparse.ArgumentParser) -> None:
@@ -405,6 +404,7 @@ def _serve_args(srv: argparse.ArgumentParser) -> None:
     add_options(srv, SAMPLING_OPTION_NAMES)
     for name in names[split:]:
         _serve_flag(srv, name)
+    srv.set_defaults(serve_fields=tuple(names))
 
 
 def _data_args(data: argparse.ArgumentParser) -> None:

@@ -27,7 +27,6 @@ __all__ = ["_serve"]
 
 
 def _serve(args: argparse.Namespace) -> int:
-    import os
 
     from pydantic import ValidationError
 
@@ -40,7 +39,7 @@ def _serve(args: argparse.Namespace) -> int:
         raise UsageError(
             f"pacore serve needs the serve extra (pip install 'pacore-graph[serve]'): {exc}"
         ) from None
-    api_key = args.api_key or os.environ.get(API_KEY_ENV_VAR) or None
+    api_key = args.api_key or None  # --api-key, else PACORE_SERVE_API_KEY
     upstreams = tuple(args.upstream or ())
     if upstreams and not args.model:
         raise UsageError("--model is required with --upstream (the upstreams' served model)")

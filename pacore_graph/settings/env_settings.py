@@ -39,6 +39,8 @@ from pacore_graph.settings.fields import (
     EMBEDDED_MAX_TOKENS,
     ENV_PREFIX,
     LIMIT_NAMES,
+    SERVE_ENV_PREFIX,
+    SERVE_SETTINGS,
     SETTINGS,
     BoundError,
     Setting,
@@ -49,7 +51,13 @@ from pacore_graph.settings.presets import PRESETS
 from pacore_graph.settings.request_limits import RequestLimitError, RequestLimits
 from pacore_graph.settings.validation import describe
 
-__all__ = ["PaCoReSettings", "format_settings_error", "load_settings"]
+__all__ = [
+    "PaCoReServeSettings",
+    "PaCoReSettings",
+    "format_settings_error",
+    "load_serve_settings",
+    "load_settings",
+]
 
 #: The environment a :func:`load_settings` call reads (``None``: ``os.environ``).
 #: A context variable, not a module global, so concurrent calls cannot see
@@ -213,6 +221,50 @@ if not TYPE_CHECKING:
     )
 
 
+class _ServeBase(BaseSettings):
+    """What the generated :class:`PaCoReServeSettings` does beyond holding the serve rows."""
+
+    model_config = SettingsConfigDict(env_prefix=SERVE_ENV_PREFIX, extra="ignore")
+
+    if TYPE_CHECKING:
+
+        def __getattr__(self, name: str) -> Any: ...
+
+    @field_validator("upstream", mode="before", check_fields=False)
+    @classmethod
+    def _urls(cls, value: Any) -> Any:
+        return _split(value) or None
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Flags (init values), then ``PACORE_SERVE_*`` variables; no dotenv or secret files."""
+        del env_settings, dotenv_settings, file_secret_settings
+        return (init_settings, _MappingEnvSource(settings_cls))
+
+
+#: ``pacore serve``'s own settings: flag > ``PACORE_SERVE_*`` variable > default, one
+#: field per row of :data:`~pacore_graph.settings.fields.SERVE_SETTINGS` (types only:
+#: the bounds are :class:`~pacore_graph.serve.settings.ServeSettings`'s to check).
+PaCoReServeSettings: TypeAlias = _ServeBase
+if not TYPE_CHECKING:
+    PaCoReServeSettings = create_model(
+        "PaCoReServeSettings",
+        __base__=_ServeBase,
+        __module__=__name__,
+        **{
+            name: (_annotation(row), Field(row.default, description=row.help))
+            for name, row in SERVE_SETTINGS.items()
+        },
+    )
+
+
 @contextmanager
 def _environ(env: Mapping[str, str] | None) -> Iterator[None]:
     token = _ENVIRON.set(env)
@@ -250,6 +302,26 @@ def load_settings(
         return PaCoReSettings(**given)
 
 
+def load_serve_settings(
+    flags: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None
+) -> PaCoReServeSettings:
+    """``pacore serve``'s own settings: ``flags`` (``None``: not given) > ``env`` > defaults.
+
+    Raises ``pydantic.ValidationError`` (:func:`format_settings_error` names
+    the ``PACORE_SERVE_*`` variable).
+    """
+    given = {k: v for k, v in (flags or {}).items() if v is not None}
+    with _environ(env if env is not None else os.environ):
+        return PaCoReServeSettings(**given)
+
+
 def format_settings_error(exc: ValidationError) -> str:
     """One line naming each bad setting by its variable (flags are checked by the parser)."""
-    return describe(exc, label=env_name, prefix="invalid settings: ")
+    return describe(exc, label=_variable, prefix="invalid settings: ")
+
+
+def _variable(name: str) -> str:
+    row = SETTINGS.get(name)
+    if row is None and name in SERVE_SETTINGS:
+        row = SERVE_SETTINGS[name]
+    return row.env if row is not None else env_name(name)

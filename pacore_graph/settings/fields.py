@@ -35,7 +35,7 @@ the models.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pacore_graph.otel.exporters import TRACE_KINDS
@@ -48,6 +48,7 @@ __all__ = [
     "ENV_PREFIX",
     "LIMIT_NAMES",
     "ROUND_CONTROL_NAMES",
+    "SERVE_ENV_PREFIX",
     "SERVE_SETTINGS",
     "SETTINGS",
     "BoundError",
@@ -60,6 +61,8 @@ __all__ = [
 
 #: Every setting ``NAME`` is read from the environment variable ``PACORE_NAME``.
 ENV_PREFIX = "PACORE_"
+#: ``pacore serve``'s own settings are ``PACORE_SERVE_NAME`` (``PACORE_SERVE_API_KEY``).
+SERVE_ENV_PREFIX = "PACORE_SERVE_"
 
 #: The embedded model is a 135M model on a CPU: without a cap it may ramble to
 #: the end of its context, so runs on it default to this many tokens per call.
@@ -113,11 +116,12 @@ class Setting:
     families: tuple[str, ...] = ()
     per_run: bool = False
     serve: bool = False
+    prefix: str = ENV_PREFIX
 
     @property
     def env(self) -> str:
         """The ``PACORE_*`` variable this setting is read from (every row has one)."""
-        return env_name(self.name)
+        return self.prefix + self.name.upper()
 
     @property
     def option_string(self) -> str:
@@ -551,7 +555,7 @@ _SERVE_ROWS = (
         name="api_key",
         path=None,
         help="key clients must send as Bearer",
-        shown="$PACORE_SERVE_API_KEY",
+        shown="none: open",
     ),
     Setting(
         name="allow_no_auth",
@@ -661,10 +665,11 @@ _SERVE_ROWS = (
 #: ``pacore serve``'s own settings (the server's, not a run's), in help order: its
 #: flags and the defaults and bounds of
 #: :class:`~pacore_graph.serve.settings.ServeSettings`. Its sampling options are
-#: rows of :data:`SETTINGS` (with their variables); these are read from flags only
-#: (no ``PACORE_*`` variable of their own yet), the server's key also from
-#: ``PACORE_SERVE_API_KEY``.
-SERVE_SETTINGS: dict[str, Setting] = {row.name: row for row in _SERVE_ROWS}
+#: rows of :data:`SETTINGS`; these are read from ``PACORE_SERVE_<NAME>`` variables
+#: (``PACORE_SERVE_API_KEY``, ``PACORE_SERVE_MAX_QUEUE``, ...).
+SERVE_SETTINGS: dict[str, Setting] = {
+    row.name: replace(row, prefix=SERVE_ENV_PREFIX) for row in _SERVE_ROWS
+}
 
 #: The per-request caps (:class:`~pacore_graph.settings.request_limits.RequestLimits`).
 LIMIT_NAMES = ("max_rounds", "max_samples_per_request", "max_tokens_cap")

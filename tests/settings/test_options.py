@@ -112,3 +112,16 @@ def test_every_variable_is_in_the_settings_page() -> None:
     flags = [o.option_string for o in MODEL_OPTIONS + ROUND_CONTROL_OPTIONS]
     missing = [flag for flag in flags if f"`{flag}" not in page]
     assert not missing, f"docs/settings.md does not name {missing}"
+
+
+def test_every_serve_variable_is_in_the_serve_page() -> None:
+    """docs/serve.md lists each of ``pacore serve``'s own rows: its variable and flag."""
+    from pacore_graph.settings.fields import SERVE_SETTINGS
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "serve.md").read_text("utf-8")
+    missing = [
+        row.env
+        for row in SERVE_SETTINGS.values()
+        if f"| `{row.env}` | `{row.option_string}` |" not in page
+    ]
+    assert not missing, f"docs/serve.md does not name {missing}"
