@@ -88,7 +88,8 @@ def test_a_command_loads_only_its_own_module() -> None:
     """``pacore run`` does not import (or, without bytecode, compile) the other commands."""
     loaded = _modules_after(
         "from pacore_graph.cli import main\n"
-        "main(['run', 'q', '--base-url', 'no-url', '--model', 'm'])  # refused: exit 2"
+        # refused by the run command itself (an empty question): exit 2, nothing sent
+        "main(['run', ' ', '--base-url', 'http://127.0.0.1:9/v1', '--model', 'm'])"
     )
     assert "pacore_graph.cli.run" in loaded
     others = {f"pacore_graph.cli.{name}" for name in ("eval", "swe", "serve", "rl", "data")}

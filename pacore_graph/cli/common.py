@@ -127,17 +127,6 @@ def _utf8_text(text: str, what: str) -> str:
     return text
 
 
-def _config(args: argparse.Namespace, embedded: bool) -> PaCoReConfig:
-    """The run configuration: the resolved settings plus this command's round control."""
-    extra: dict[str, Any] = {}
-    for key in ("round_quorum", "round_deadline", "early_stop_consensus", "token_budget"):
-        value = getattr(args, key, None)
-        if value is not None:
-            extra[key] = value
-    settings: PaCoReSettings = args.settings
-    return settings.to_config(embedded=embedded, **extra)
-
-
 def _resolve_settings(args: argparse.Namespace) -> argparse.Namespace:
     """This command's arguments with its model options resolved (flag > ``PACORE_*`` > default).
 
@@ -148,21 +137,31 @@ def _resolve_settings(args: argparse.Namespace) -> argparse.Namespace:
     """
     from pydantic import ValidationError
 
-    from pacore_graph.settings.env_settings import format_settings_error, load_settings
+    from pacore_graph.settings.env_settings import (
+        format_settings_error,
+        load_serve_settings,
+        load_settings,
+    )
 
     fields: tuple[str, ...] = getattr(args, "settings_fields", ())
     if not fields:
         return args
+    served: dict[str, Any] = {}
     try:
         settings = load_settings({name: getattr(args, name) for name in fields}, only=fields)
+        own: tuple[str, ...] = getattr(args, "serve_fields", ())
+        if own:  # pacore serve's own flags > PACORE_SERVE_* > their rows' defaults
+            server = load_serve_settings({name: getattr(args, name) for name in own})
+            served = {name: getattr(server, name) for name in own}
     except ValidationError as exc:
         raise UsageError(format_settings_error(exc)) from None
+    _check_base_urls(settings.base_url)  # flag or PACORE_BASE_URL: checked once, here
     resolved = {name: getattr(settings, name) for name in fields}
     # Which options were typed as flags (not read from PACORE_*): a flag is this command's
     # own, so one that would change nothing is refused (:func:`_check_method_settings`).
     typed = frozenset(name for name in fields if getattr(args, name) is not None)
     return argparse.Namespace(
-        **{**vars(args), **resolved, "settings": settings, "flags_given": typed}
+        **{**vars(args), **served, **resolved, "settings": settings, "flags_given": typed}
     )
 
 
@@ -219,12 +218,12 @@ class _Endpoint:
 
 
 @contextlib.asynccontextmanager
-async def _endpoint(args: argparse.Namespace) -> AsyncIterator[_Endpoint]:
-    if args.base_url and not args.model:
+async def _endpoint(settings: PaCoReSettings) -> AsyncIterator[_Endpoint]:
+    """``--base-url`` (checked when the settings were resolved), else the embedded model."""
+    if settings.base_url and not settings.model:
         raise UsageError("--model is required with --base-url (the served model's name)")
-    if args.base_url:
-        _check_base_urls(args.base_url)
-        yield _Endpoint(list(args.base_url), args.model)
+    if settings.base_url:
+        yield _Endpoint(list(settings.base_url), settings.model)
         return
     import asyncio
 
@@ -256,7 +255,7 @@ async def _endpoint(args: argparse.Namespace) -> AsyncIterator[_Endpoint]:
 
 
 @contextlib.contextmanager
-def _tracing(args: argparse.Namespace) -> Iterator[TraceOptions]:
+def _tracing(settings: PaCoReSettings) -> Iterator[TraceOptions]:
     """Trace options for the run; flushes and shuts the exporter down at the end.
 
     A collector that cannot be reached costs one warning line and no wait at
@@ -266,10 +265,10 @@ def _tracing(args: argparse.Namespace) -> Iterator[TraceOptions]:
     from pacore_graph.otel.exporters import TracingConfigError, configure_tracing, exporter_kinds
     from pacore_graph.otel.spans import TraceOptions
 
-    capture = True if args.trace_content else None
+    capture = True if settings.trace_content else None
     try:
-        kinds = exporter_kinds(args.trace)  # --trace, else OTEL_TRACES_EXPORTER
-        project = getattr(args, "trace_project", None)
+        kinds = exporter_kinds(settings.trace)  # --trace, else OTEL_TRACES_EXPORTER
+        project = settings.trace_project
         provider = configure_tracing(kinds, project=project) if kinds else None
     except TracingConfigError as exc:
         raise UsageError(str(exc)) from None
@@ -280,10 +279,10 @@ def _tracing(args: argparse.Namespace) -> Iterator[TraceOptions]:
         yield TraceOptions(tracer_provider=provider, capture_content=capture)
 
 
-def _client(args: argparse.Namespace, endpoint: _Endpoint, config: PaCoReConfig) -> ChatClient:
+def _client(settings: PaCoReSettings, endpoint: _Endpoint, config: PaCoReConfig) -> ChatClient:
     from pacore_graph.llm.multi_client import chat_client_for
 
-    if args.client == "langchain":
+    if settings.client == "langchain":
         from pacore_graph.llm.langchain_client import LangChainChatClient, make_chat_model
 
         if len(endpoint.base_urls) > 1:
@@ -291,7 +290,7 @@ def _client(args: argparse.Namespace, endpoint: _Endpoint, config: PaCoReConfig)
         chat = make_chat_model(
             endpoint.base_urls[0],
             endpoint.model,
-            api_key=args.api_key,
+            api_key=settings.api_key,
             sampling=config.sampling,
             retry=config.retry,
         )
@@ -299,13 +298,13 @@ def _client(args: argparse.Namespace, endpoint: _Endpoint, config: PaCoReConfig)
     from pacore_graph.llm.session_header import parse_session_header
 
     try:
-        session_header = parse_session_header(getattr(args, "session_header", None))
+        session_header = parse_session_header(settings.session_header)
     except ValueError as exc:
         raise UsageError(f"--session-header (PACORE_SESSION_HEADER): {exc}") from None
     return chat_client_for(
         endpoint.base_urls,
         endpoint.model,
-        api_key=args.api_key,
+        api_key=settings.api_key,
         retry=config.retry,
         session_header=session_header,
     )
@@ -322,18 +321,18 @@ def _summary(result: PaCoReResult) -> str:
     )
 
 
-def _prepare(args: argparse.Namespace) -> tuple[PaCoReConfig, Any]:
-    """Config and compactor from the shared options; UsageError when they are invalid."""
+def _prepare(settings: PaCoReSettings) -> tuple[PaCoReConfig, Any]:
+    """Config and compactor from the resolved settings; UsageError when they are invalid."""
     from pydantic import ValidationError
 
     from pacore_graph.graph.compaction import compactor_from_name
 
     try:
-        config = _config(args, embedded=not args.base_url)
+        config = settings.to_config(embedded=not settings.base_url)
     except ValidationError as exc:
         raise UsageError(_format_validation(exc)) from None
     try:
-        compactor = compactor_from_name(getattr(args, "compactor", "conclusion"))
+        compactor = compactor_from_name(settings.compactor)
     except (ValueError, ImportError, AttributeError, TypeError) as exc:
         raise UsageError(str(exc)) from None
     return config, compactor

@@ -9,7 +9,6 @@ from pacore_graph.cli.common import (
     EXIT_OK,
     EXIT_SKIPPED_INPUT,
     UsageError,
-    _check_base_urls,
     _check_method_settings,
     _checkpointer,
     _client,
@@ -43,8 +42,7 @@ async def _eval(args: argparse.Namespace) -> int:
     spec = check_dataset_arg(args.dataset, "--dataset")
     if args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out {args.out}: is a file; pacore eval writes a folder there")
-    _check_base_urls(args.base_url)
-    config, compactor = _prepare(args)
+    config, compactor = _prepare(args.settings)
     loaded = load_dataset_arg(spec, "--dataset", since=args.since, until=args.until)
     records, input_errors = loaded.records, loaded.input_errors
     if args.limit is not None:
@@ -88,10 +86,10 @@ async def _eval_with(
     # The methods' own settings go in the report: evals differing in one are told apart.
     report_meta = {**(meta or {"dataset": str(args.dataset)}), **method_settings(methods, config)}
 
-    async with _endpoint(args) as endpoint:
-        client = _client(args, endpoint, config)
+    async with _endpoint(args.settings) as endpoint:
+        client = _client(args.settings, endpoint, config)
         try:
-            with _tracing(args) as trace_options:
+            with _tracing(args.settings) as trace_options:
                 async with _checkpointer(
                     args.checkpoint, args.out, eval_dir=True, retry_s=args.checkpoint_timeout
                 ) as saver:

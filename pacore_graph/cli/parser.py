@@ -1,7 +1,7 @@
 """The ``pacore`` argument parser: every subcommand, its flags and their help.
 
-Model options come from one table (:mod:`pacore_graph.settings.options`); this module
-only says which command lists which of them, plus each command's own flags.
+Setting flags come from the catalogue's rows (:mod:`pacore_graph.settings.options`);
+this module only says which command lists which of them, plus each command's own flags.
 It imports nothing heavy: ``pacore --help`` builds it.
 """
 
@@ -16,8 +16,10 @@ from typing import Any
 from pacore_graph.cli.grader_args import add_grader_args
 from pacore_graph.cli.suite import add_suite_args
 from pacore_graph.runs.filenames import EVAL_CHECKPOINT_FILE, RUN_CHECKPOINT_SUFFIX
+from pacore_graph.settings.fields import SERVE_SETTINGS
 from pacore_graph.settings.options import (
     MODEL_OPTIONS,
+    ROUND_CONTROL_OPTIONS,
     SAMPLING_OPTION_NAMES,
     TEXT_GRAPH_ONLY,
     add_options,
@@ -39,40 +41,24 @@ _GRADER_HELP = (
 )
 
 
-def _quorum(text: str) -> float | int:
-    from pacore_graph.control.quorum import parse_quorum
-
-    try:
-        return parse_quorum(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _add_round_control_args(p: argparse.ArgumentParser) -> None:
-    """Straggler control, early stop and the token budget: all off unless asked."""
-    from pacore_graph.settings.fields import SETTINGS
-
-    for name in ("round_quorum", "round_deadline", "early_stop_consensus", "token_budget"):
-        row = SETTINGS[name]
-        p.add_argument(
-            "--" + name.replace("_", "-"),
-            type=_quorum if name == "round_quorum" else row.kind,
-            metavar=row.metavar,
-            help=f"{row.help} (default: {row.unset})",
-        )
-
-
 def _add_model_args(
-    p: argparse.ArgumentParser, *, text_graph: bool = True, shape: bool = False
+    p: argparse.ArgumentParser,
+    *,
+    text_graph: bool = True,
+    shape: bool = False,
+    round_control: bool = False,
 ) -> None:
-    """Options shared by every command that talks to a model (defined once, in ``options``).
+    """Options shared by every command that talks to a model (rows of the settings catalogue).
 
     ``text_graph=False`` (``swe``) leaves out what only the text graph uses
     (compactor, batching, client choice, log-probs, token ids, progress bar),
     so no flag is listed that would do nothing. ``shape`` adds ``--preset`` /
-    ``--rounds``.
+    ``--rounds``; ``round_control`` the straggler control, early stop and
+    token budget flags (last in the help).
     """
     names = [o.name for o in MODEL_OPTIONS if text_graph or o.name not in TEXT_GRAPH_ONLY]
+    if round_control:
+        names += [o.name for o in ROUND_CONTROL_OPTIONS]
     add_options(p, names, shape=shape)
 
 
@@ -198,8 +184,7 @@ def _run_args(run: argparse.ArgumentParser) -> None:
     )
     _add_checkpoint_arg(run, "OUTPUT" + RUN_CHECKPOINT_SUFFIX)
     _add_ray_args(run)
-    _add_model_args(run, shape=True)
-    _add_round_control_args(run)
+    _add_model_args(run, shape=True, round_control=True)
 
 
 def _eval_args(ev: argparse.ArgumentParser) -> None:
@@ -228,8 +213,7 @@ def _eval_args(ev: argparse.ArgumentParser) -> None:
     )
     _add_checkpoint_arg(ev, "DIR/" + EVAL_CHECKPOINT_FILE)
     _add_ray_args(ev)
-    _add_model_args(ev)
-    _add_round_control_args(ev)
+    _add_model_args(ev, round_control=True)
 
 
 def _swe_args(swe: argparse.ArgumentParser) -> None:
@@ -392,94 +376,35 @@ def _model_args(model: argparse.ArgumentParser) -> None:
     mserve.add_argument("--name", help="model name reported to clients (default: folder name)")
 
 
+def _serve_flag(p: argparse.ArgumentParser, name: str) -> None:
+    """``pacore serve``'s own flag ``name``: help, type, choices and the default it states
+    from its row; ``None`` when not given, so its ``PACORE_SERVE_*`` variable can apply."""
+    row = SERVE_SETTINGS[name]
+    kwargs: dict[str, Any] = {"default": None}
+    help_text = f"{row.help} (env {row.env}; default: {row.default_text()})"
+    if row.kind is bool:
+        kwargs["action"] = argparse.BooleanOptionalAction if row.default else "store_true"
+        help_text = f"{row.help} (env {row.env}; default: {'on' if row.default else 'off'})"
+    else:
+        if row.kind is not str:
+            kwargs["type"] = row.kind
+        if row.repeatable:
+            kwargs["action"] = "append"
+        if row.choices is not None:
+            kwargs["choices"] = list(row.choices)
+    p.add_argument(row.option_string, help=help_text, **kwargs)
+
+
 def _serve_args(srv: argparse.ArgumentParser) -> None:
-    srv.add_argument(
-        "--upstream",
-        action="append",
-        help="OpenAI-compatible model server, e.g. http://gpu1:8000/v1; repeat for replicas "
-        "(default: start the embedded model, as pacore run does)",
-    )
-    srv.add_argument(
-        "--model",
-        help="the upstreams' served model name, with --upstream (default: the embedded model)",
-    )
-    srv.add_argument(
-        "--host",
-        default="127.0.0.1",
-        help="address to listen on (default: 127.0.0.1); one not on loopback needs an API key "
-        "or --allow-no-auth",
-    )
-    srv.add_argument("--port", type=int, default=8000)
-    srv.add_argument(
-        "--api-key", help="key clients must send as Bearer (default: $PACORE_SERVE_API_KEY)"
-    )
-    srv.add_argument(
-        "--allow-no-auth",
-        action="store_true",
-        help="serve without an API key on a non-loopback --host (anyone who can reach it "
-        "starts upstream work); a warning is printed",
-    )
-    srv.add_argument(
-        "--upstream-api-key", help="key sent upstream (default: $PACORE_API_KEY/$OPENAI_API_KEY)"
-    )
-    srv.add_argument(
-        "--max-concurrency", type=int, default=64, help="runs at once (more wait in the queue)"
-    )
-    srv.add_argument(
-        "--max-queue",
-        type=int,
-        default=1024,
-        help="requests waiting for a run slot, in arrival order; beyond, 429 (default: 1024)",
-    )
-    srv.add_argument(
-        "--queue-timeout",
-        type=float,
-        default=300.0,
-        help="seconds a request may wait in the queue, then 503; 0 for no limit (default: 300)",
-    )
-    srv.add_argument(
-        "--passthrough",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="relay requests for a model the upstream serves (--model, its /v1/models) "
-        "unchanged (default: on)",
-    )
-    srv.add_argument(
-        "--max-samples-in-flight",
-        type=int,
-        default=256,
-        help="upstream sequences in flight at most, over all runs and replicas",
-    )
-    # The sampling options, as for run/eval; a request's own values win over them.
+    names = list(SERVE_SETTINGS)
+    # The sampling options, as for run/eval, after the queue's (a request's own values win).
+    split = names.index("max_samples_in_flight") + 1
+    for name in names[:split]:
+        _serve_flag(srv, name)
     add_options(srv, SAMPLING_OPTION_NAMES)
-    srv.add_argument(
-        "--max-body-bytes",
-        type=int,
-        default=4 * 1024 * 1024,
-        help="largest request body; larger get 413 (default: 4194304)",
-    )
-    srv.add_argument(
-        "--max-connections",
-        type=int,
-        default=512,
-        help="open connections at most; beyond, requests get 503 (default: 512)",
-    )
-    srv.add_argument(
-        "--header-timeout",
-        type=float,
-        default=10.0,
-        help="seconds a connection may take to send a request's headers (default: 10)",
-    )
-    srv.add_argument(
-        "--body-timeout",
-        type=float,
-        default=30.0,
-        help="seconds a request may take to send its body; then 408 (default: 30)",
-    )
-    srv.add_argument(
-        "--drain-timeout", type=int, default=600, help="seconds SIGTERM waits for runs"
-    )
-    srv.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    for name in names[split:]:
+        _serve_flag(srv, name)
+    srv.set_defaults(serve_fields=tuple(names))
 
 
 def _data_args(data: argparse.ArgumentParser) -> None:

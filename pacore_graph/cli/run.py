@@ -16,7 +16,6 @@ from pacore_graph.cli.common import (
     EXIT_OK,
     EXIT_SKIPPED_INPUT,
     UsageError,
-    _check_base_urls,
     _check_method_settings,
     _checkpointer,
     _client,
@@ -51,8 +50,7 @@ async def _run(args: argparse.Namespace) -> int:
         raise UsageError("empty problem: the question has no text")
     if args.question is not None:
         _utf8_text(args.question, "the question")
-    _check_base_urls(args.base_url)
-    config, compactor = _prepare(args)
+    config, compactor = _prepare(args.settings)
     method = _method(args)
     _check_method_settings(
         args,
@@ -88,7 +86,7 @@ async def _run(args: argparse.Namespace) -> int:
 
         with holding:  # the shares run in Ray tasks; this process merges their lines
             return run_on_ray(args, records, input_errors, _run)  # main thread, as Ray asks
-    with holding, _tracing(args) as trace_options:
+    with holding, _tracing(args.settings) as trace_options:
         async with loop_lag_probe():
             return await _run_with(
                 args, config, compactor, template, records, input_errors, trace_options, method
@@ -128,12 +126,12 @@ async def _run_with(
         importing = asyncio.get_running_loop().run_in_executor(
             None, importlib.import_module, "pacore_graph.graph.builder"
         )
-    async with _endpoint(args) as endpoint:
+    async with _endpoint(args.settings) as endpoint:
         if importing is not None:
             await importing
         from pacore_graph.graph.builder import ainvoke_pacore, build_pacore_graph
 
-        client = _client(args, endpoint, config)
+        client = _client(args.settings, endpoint, config)
         try:
             if method is not None and method.family != "pacore":
                 from pacore_graph.eval.methods import build_method_graph

@@ -21,17 +21,16 @@ import sys
 from typing import Any
 
 from pacore_graph.cli.common import UsageError, _format_validation, _tracing
+from pacore_graph.settings.fields import SERVE_SETTINGS
 
 __all__ = ["_serve"]
 
 
 def _serve(args: argparse.Namespace) -> int:
-    import os
 
     from pydantic import ValidationError
 
     from pacore_graph.graph.compaction import compactor_from_name
-    from pacore_graph.settings.config import PaCoReConfig
 
     try:
         from pacore_graph.serve import API_KEY_ENV_VAR, ServeSettings, serve
@@ -40,12 +39,7 @@ def _serve(args: argparse.Namespace) -> int:
         raise UsageError(
             f"pacore serve needs the serve extra (pip install 'pacore-graph[serve]'): {exc}"
         ) from None
-    given: dict[str, Any] = {
-        key: getattr(args, key)
-        for key in ("temperature", "top_p", "max_tokens", "timeout", "retries", "call_deadline")
-        if getattr(args, key) is not None
-    }
-    api_key = args.api_key or os.environ.get(API_KEY_ENV_VAR) or None
+    api_key = args.api_key or None  # --api-key, else PACORE_SERVE_API_KEY
     upstreams = tuple(args.upstream or ())
     if upstreams and not args.model:
         raise UsageError("--model is required with --upstream (the upstreams' served model)")
@@ -53,13 +47,16 @@ def _serve(args: argparse.Namespace) -> int:
         raise UsageError(
             "--model names the --upstream's model; without --upstream the embedded model is served"
         )
-    if args.queue_timeout < 0:
-        raise UsageError(f"--queue-timeout must be >= 0 (0: no limit), got {args.queue_timeout}")
+    try:  # the bounds ServeSettings does not hold (it takes no limit as None, not 0)
+        for name in ("queue_timeout", "port"):
+            SERVE_SETTINGS[name].check(getattr(args, name), SERVE_SETTINGS[name].option_string)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     # Checked before the embedded model starts; its URL and name replace these then.
     placeholder = ("http://127.0.0.1:1/v1",), "embedded"
     try:
         compactor_from_name(args.compactor)
-        base = PaCoReConfig().with_settings(given)
+        base = args.settings.to_config()  # the sampling and retry rows this command lists
         settings = ServeSettings(
             upstreams=upstreams or placeholder[0],
             model=args.model or placeholder[1],
@@ -83,8 +80,6 @@ def _serve(args: argparse.Namespace) -> int:
         raise UsageError(_format_validation(exc)) from None
     except (ValueError, ImportError, AttributeError, TypeError) as exc:
         raise UsageError(str(exc)) from None
-    if not 0 <= args.port <= 65535:
-        raise UsageError(f"--port must be in [0, 65535], got {args.port}")
     if api_key is None and not is_loopback(args.host):
         if not args.allow_no_auth:
             raise UsageError(
@@ -104,7 +99,7 @@ def _serve(args: argparse.Namespace) -> int:
         "drain_timeout": args.drain_timeout,
         "log_level": args.log_level,
     }
-    with _tracing(args) as tracing:  # --trace: flushed and shut down when the server stops
+    with _tracing(args.settings) as tracing:  # --trace: flushed and shut down when the server stops
         settings = dataclasses.replace(settings, tracing=tracing)
         if upstreams:
             serve(settings, **where)

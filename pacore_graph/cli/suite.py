@@ -77,7 +77,7 @@ async def run_suite(args: argparse.Namespace, category_graders: dict[str, Any]) 
     datasets = _suite_datasets(args.suite_dataset)
     if args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out {args.out}: is a file; pacore eval writes a folder there")
-    config, compactor = _prepare(args)
+    config, compactor = _prepare(args.settings)
     judge = category_graders.get("judge")
 
     def make_judge(cache: Any) -> Any:
@@ -88,8 +88,8 @@ async def run_suite(args: argparse.Namespace, category_graders: dict[str, Any]) 
 
     private_dir(args.out)
     with _output_lock(args.out / RESULTS, "--out"):
-        async with _endpoint(args) as endpoint:
-            client = _client(args, endpoint, config)
+        async with _endpoint(args.settings) as endpoint:
+            client = _client(args.settings, endpoint, config)
             try:
                 path = await run_table1(
                     client,

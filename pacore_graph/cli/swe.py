@@ -40,7 +40,7 @@ async def _swe(args: argparse.Namespace) -> int:
         raise UsageError(f"--issue {args.issue}: cannot read it as UTF-8 text: {exc}") from None
     if not issue.strip():
         raise UsageError(f"--issue {args.issue}: the issue text is empty")
-    config, _ = _prepare(args)
+    config, _ = _prepare(args.settings)
     chat = make_chat_model(
         args.base_url[0],
         args.model,
@@ -49,7 +49,7 @@ async def _swe(args: argparse.Namespace) -> int:
         retry=config.retry,
     )
     try:
-        with _tracing(args) as trace_options:
+        with _tracing(args.settings) as trace_options:
             outcome = await run_swe(
                 chat,
                 args.repo,

@@ -26,6 +26,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
+from pacore_graph.settings.fields import SETTINGS
+
 __all__ = [
     "DEFAULT_SESSION_HEADER",
     "current_session",
@@ -34,8 +36,8 @@ __all__ = [
     "session_scope",
 ]
 
-#: The header a run's id is sent in unless ``--session-header`` renames it.
-DEFAULT_SESSION_HEADER = "x-session-id"
+#: The header a run's id is sent in unless ``--session-header`` renames it (its row's default).
+DEFAULT_SESSION_HEADER: str = SETTINGS["session_header"].default
 
 #: ``--session-header`` values that turn the header off.
 _OFF = frozenset({"none", "off", ""})

@@ -47,7 +47,7 @@ from pacore_graph.settings.config import PaCoReConfig
 from pacore_graph.settings.fields import SETTINGS, serve_names
 from pacore_graph.settings.grammar import MethodSpec, parse_served_model, rounds_from
 from pacore_graph.settings.request_limits import RequestLimitError, RequestLimits
-from pacore_graph.settings.rounds import Round, RoundItem, rounds_from_items, widths_of
+from pacore_graph.settings.rounds import RoundItem, rounds_from_items, widths_of
 from pacore_graph.settings.validation import first_setting
 
 __all__ = [
@@ -211,10 +211,7 @@ def parse_request(
     if body.get("rounds") is not None:
         items = _rounds(body["rounds"])
         rounds = widths_of(items)
-        _within(limits, "rounds", rounds=rounds)
-        for item in items:  # a round's own max_tokens is held to the cap too
-            if isinstance(item, Round) and item.max_tokens is not None:
-                _within(limits, "rounds", max_tokens=item.max_tokens)
+        _within(limits, "rounds", rounds=items)  # a round's own max_tokens too
     n = body.get("n")
     if n is not None and n != 1:
         raise _bad("'n' must be 1: PaCoRe returns one synthesised answer per request", "n")

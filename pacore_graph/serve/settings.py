@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pacore_graph.graph.compactor_registry import CompactorRegistry
 from pacore_graph.otel.spans import TraceOptions
 from pacore_graph.settings.config import PaCoReConfig, RetryPolicy, SamplingParams
+from pacore_graph.settings.fields import SERVE_SETTINGS, SETTINGS
 from pacore_graph.settings.request_limits import RequestLimitError, RequestLimits
 
 __all__ = [
@@ -25,24 +26,25 @@ __all__ = [
 #: Environment variable holding the key clients must send (``--api-key``).
 API_KEY_ENV_VAR = "PACORE_SERVE_API_KEY"
 
+_ROWS = SERVE_SETTINGS
 #: Largest request body read (``--max-body-bytes``): a 131072-token conversation
 #: is well under 1 MB of JSON; more is refused with 413 before it is read.
-DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
+DEFAULT_MAX_BODY_BYTES: int = _ROWS["max_body_bytes"].default
 #: Open connections at most (``--max-connections``); over it uvicorn answers 503.
-DEFAULT_MAX_CONNECTIONS = 512
+DEFAULT_MAX_CONNECTIONS: int = _ROWS["max_connections"].default
 #: Seconds a connection may take to send a request's headers (``--header-timeout``).
-DEFAULT_HEADER_TIMEOUT_S = 10.0
+DEFAULT_HEADER_TIMEOUT_S: float = _ROWS["header_timeout"].default
 #: Seconds a request may take to send its whole body (``--body-timeout``): 408 after.
-DEFAULT_BODY_TIMEOUT_S = 30.0
+DEFAULT_BODY_TIMEOUT_S: float = _ROWS["body_timeout"].default
 #: Deepest JSON nesting a body may have (a chat request needs about 5).
 DEFAULT_MAX_JSON_DEPTH = 32
 #: Requests waiting for a run slot at most (``--max-queue``); more get 429. Generous:
 #: a waiting request costs a connection and a few KiB, and a queue, unlike a 429,
 #: keeps arrival order; under ``--max-connections`` (512) it rarely binds.
-DEFAULT_MAX_QUEUE = 1024
+DEFAULT_MAX_QUEUE: int = _ROWS["max_queue"].default
 #: Seconds a request may wait for a slot (``--queue-timeout``): then 503. Half the
 #: ``openai`` SDK's 600 s default timeout, so a queued client hears back in time.
-DEFAULT_QUEUE_TIMEOUT_S = 300.0
+DEFAULT_QUEUE_TIMEOUT_S: float = _ROWS["queue_timeout"].default
 
 
 def _check_upstream(url: str, index: int) -> None:
@@ -88,12 +90,12 @@ class ServeSettings:
     model: str
     api_key: str | None = None
     upstream_api_key: str | None = None
-    max_concurrency: int = 64
+    max_concurrency: int = _ROWS["max_concurrency"].default
     max_queue: int = DEFAULT_MAX_QUEUE
     queue_timeout_s: float | None = DEFAULT_QUEUE_TIMEOUT_S
-    passthrough: bool = True
-    max_samples_in_flight: int = 256
-    compactor: str = "conclusion"
+    passthrough: bool = _ROWS["passthrough"].default
+    max_samples_in_flight: int = _ROWS["max_samples_in_flight"].default
+    compactor: str = SETTINGS["compactor"].default
     sampling: SamplingParams = field(default_factory=SamplingParams)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     retry_after_s: int = 1
@@ -116,27 +118,22 @@ class ServeSettings:
             raise ValueError("an --upstream is given twice; each replica is named once")
         if not self.model:
             raise ValueError("--model must name the upstream's served model")
-        if self.max_concurrency < 1:
-            raise ValueError(f"--max-concurrency must be >= 1, got {self.max_concurrency}")
-        if not 0 <= self.max_queue <= 1_000_000:
-            raise ValueError(f"--max-queue must be in [0, 1000000], got {self.max_queue}")
+        # The flags' bounds are their rows' (settings/fields.SERVE_SETTINGS), checked here only.
+        for name in ("max_concurrency", "max_queue", "max_samples_in_flight", "max_connections"):
+            _ROWS[name].check(getattr(self, name), _ROWS[name].option_string)
+        _ROWS["max_body_bytes"].check(self.max_body_bytes, "--max-body-bytes")
+        _ROWS["header_timeout"].check(self.header_timeout_s, "header_timeout_s")
+        _ROWS["body_timeout"].check(self.body_timeout_s, "body_timeout_s")
         if self.queue_timeout_s is not None and not self.queue_timeout_s > 0:
-            raise ValueError(f"--queue-timeout must be > 0, got {self.queue_timeout_s}")
-        if not 1 <= self.max_samples_in_flight <= 100_000:
-            raise ValueError("--max-samples-in-flight must be in [1, 100000]")
+            raise ValueError(
+                f"--queue-timeout must be > 0 (None: no limit), got {self.queue_timeout_s}"
+            )
         if self.retry_after_s < 0:
             raise ValueError("retry_after_s must be >= 0")
-        if not 1024 <= self.max_body_bytes <= 1024**3:
-            raise ValueError(
-                f"--max-body-bytes must be in [1024, 1 GiB], got {self.max_body_bytes}"
-            )
         if not 4 <= self.max_json_depth <= 512:
             raise ValueError(f"max_json_depth must be in [4, 512], got {self.max_json_depth}")
-        if self.max_connections < 1:
-            raise ValueError(f"--max-connections must be >= 1, got {self.max_connections}")
-        for name in ("header_timeout_s", "body_timeout_s", "keep_alive_s"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be > 0")
+        if not self.keep_alive_s > 0:
+            raise ValueError("keep_alive_s must be > 0")
         try:
             self.limits.check(max_tokens=self.sampling.max_tokens)
         except RequestLimitError as exc:

@@ -1,8 +1,8 @@
-"""One settings model for the model options: flags, ``PACORE_*`` variables, defaults.
+"""One settings model for every setting: flags, ``PACORE_*`` variables, defaults.
 
-:class:`PaCoReSettings` is a pydantic-settings model with one field per row of
-:mod:`pacore_graph.settings.options` (the table the parser is built from). A value
-comes from, in order of precedence:
+:class:`PaCoReSettings` is a pydantic-settings model generated with one field
+per row of :data:`~pacore_graph.settings.fields.SETTINGS` (the catalogue the
+flags are built from too). A value comes from, in order of precedence:
 
 1. the command-line flag (``--max-tokens 99``),
 2. the environment variable ``PACORE_<NAME>`` (``PACORE_MAX_TOKENS=99``),
@@ -13,7 +13,7 @@ runs (the parser itself never imports pydantic), and ``graphs/pacore.py``
 builds the served graph's configuration through the same model, so
 ``PACORE_MODEL`` means the same thing to ``pacore run`` and ``langgraph dev``.
 List values (``PACORE_BASE_URL``, ``PACORE_ROUNDS``) are comma-separated in
-the environment.
+the environment; ``PACORE_FINAL`` (the answer round's own sampling) is JSON.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ import os
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, create_model, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     EnvSettingsSource,
@@ -34,27 +34,30 @@ from pydantic_settings import (
 )
 
 from pacore_graph.settings.config import PaCoReConfig
-from pacore_graph.settings.fields import SETTINGS
-from pacore_graph.settings.grammar import split_widths
-from pacore_graph.settings.options import (
+from pacore_graph.settings.fields import (
     EMBEDDED_MAX_CONCURRENCY,
     EMBEDDED_MAX_TOKENS,
     ENV_PREFIX,
+    LIMIT_NAMES,
+    SERVE_ENV_PREFIX,
+    SERVE_SETTINGS,
+    SETTINGS,
+    BoundError,
+    Setting,
     env_name,
 )
+from pacore_graph.settings.grammar import split_widths
 from pacore_graph.settings.presets import PRESETS
-from pacore_graph.settings.request_limits import (
-    DEFAULT_MAX_ROUNDS,
-    DEFAULT_MAX_SAMPLES_PER_REQUEST,
-    DEFAULT_MAX_TOKENS_CAP,
-    LIMIT_CEILING,
-    MAX_ROUNDS_CEILING,
-    RequestLimitError,
-    RequestLimits,
-)
+from pacore_graph.settings.request_limits import RequestLimitError, RequestLimits
 from pacore_graph.settings.validation import describe
 
-__all__ = ["PaCoReSettings", "format_settings_error", "load_settings"]
+__all__ = [
+    "PaCoReServeSettings",
+    "PaCoReSettings",
+    "format_settings_error",
+    "load_serve_settings",
+    "load_settings",
+]
 
 #: The environment a :func:`load_settings` call reads (``None``: ``os.environ``).
 #: A context variable, not a module global, so concurrent calls cannot see
@@ -79,75 +82,66 @@ def _split(value: Any) -> Any:
     return value
 
 
-class PaCoReSettings(BaseSettings):
-    """The model options: flag > ``PACORE_*`` variable > default (see the module docstring).
+def _annotation(row: Setting) -> Any:
+    """The type the settings model parses a row's value into (text from a variable or flag).
 
-    Field names are the flags' ``dest`` names; help texts and the defaults the
-    help states live in :mod:`pacore_graph.settings.options`.
+    Only the type: the bounds of a config setting are the config's to check
+    (:func:`~pacore_graph.settings.fields.config_field`), a cap's
+    :class:`RequestLimits`'s, so no value is validated twice.
     """
+    if row.kind is bool:
+        return bool
+    if row.name == "rounds":
+        return Annotated[list[int] | None, NoDecode]
+    if row.repeatable:
+        return Annotated[list[str] | None, NoDecode]
+    kind: Any = Literal[row.choices] if row.choices is not None else row.kind
+    if row.kind is dict:
+        kind = dict[str, Any]
+    optional = row.path is not None or row.default is None
+    return kind | None if optional else kind
+
+
+def _field(row: Setting) -> Any:
+    """The field: ``None`` (not given: the config's own default) for a config setting,
+    else the row's default; the length bounds of a setting no other model checks."""
+    if row.kind is bool:
+        return Field(False, description=row.help)
+    default = None if row.path is not None else row.default
+    return Field(
+        default, description=row.help, min_length=row.min_length, max_length=row.max_length
+    )
+
+
+class _SettingsBase(BaseSettings):
+    """What the generated :class:`PaCoReSettings` does beyond holding the rows' values."""
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
 
-    preset: Literal["low", "medium", "high"] | None = None
-    rounds: Annotated[list[int] | None, NoDecode] = None
-    base_url: Annotated[list[str] | None, NoDecode] = None
-    model: str | None = None
-    api_key: str | None = None
-    session_header: str = "x-session-id"
-    compactor: str = "conclusion"
-    max_concurrency: int | None = None
-    temperature: float | None = None
-    top_p: float | None = None
-    max_tokens: int | None = None
-    timeout: float | None = None
-    seed: int | None = None
-    logprobs: bool = False
-    token_ids: bool = False
-    shuffle_seed: int | None = None
-    reference_order: Literal["public", "compacted"] | None = None
-    reference_filter: str | None = None  # checked by PaCoReConfig (the one parser of its form)
-    consensus_weight: Literal["count", "confidence"] | None = None
-    rsa_final: Literal["majority", "aggregate"] | None = None
-    deepconf_keep: float | None = None
-    deepconf_window: int | None = None
-    retries: int | None = None
-    call_deadline: float | None = Field(None, gt=0)
-    max_rounds: int = Field(DEFAULT_MAX_ROUNDS, ge=1, le=MAX_ROUNDS_CEILING)
-    max_samples_per_request: int = Field(DEFAULT_MAX_SAMPLES_PER_REQUEST, ge=2, le=LIMIT_CEILING)
-    max_tokens_cap: int = Field(DEFAULT_MAX_TOKENS_CAP, ge=1, le=LIMIT_CEILING)
-    client: Literal["direct", "langchain"] = "direct"
-    no_batch: bool = False
-    trace: str | None = None
-    trace_project: str = Field("pacore", min_length=1, max_length=200)
-    trace_content: bool = False
-    no_progress: bool = False
+    if TYPE_CHECKING:  # the fields are generated from the rows; each is read by its name
 
-    @field_validator("base_url", mode="before")
+        def __getattr__(self, name: str) -> Any: ...
+
+    @field_validator("base_url", mode="before", check_fields=False)
     @classmethod
     def _urls(cls, value: Any) -> Any:
         return _split(value) or None
 
-    @field_validator("rounds", mode="before")
+    @field_validator("rounds", mode="before", check_fields=False)
     @classmethod
     def _rounds(cls, value: Any) -> Any:
         if isinstance(value, str):
             return split_widths(value)
         return value
 
-    @field_validator("trace")
-    @classmethod
-    def _trace(cls, value: str | None) -> str | None:
-        from pacore_graph.otel.exporters import TRACE_KINDS
-
-        if value is not None and value not in TRACE_KINDS:
-            raise ValueError(f"must be one of {', '.join(TRACE_KINDS)}")
-        return value
-
     @model_validator(mode="after")
-    def _within_limits(self) -> PaCoReSettings:
-        """The run these settings describe must fit the per-request caps (one validator)."""
+    def _within_limits(self) -> Any:
+        """The caps are in bounds and the run these settings describe fits them (one check)."""
         try:
-            self.limits().check(rounds=self.round_widths(), max_tokens=self.max_tokens)
+            limits = self.limits()
+            limits.check(rounds=self.round_widths(), max_tokens=self.max_tokens)
+        except BoundError as exc:
+            raise ValueError(f"{env_name(exc.name)}: {exc}") from None
         except RequestLimitError as exc:
             flag = "--rounds" if exc.field == "rounds" else "--max-tokens"
             raise ValueError(f"{flag} ({env_name(exc.field)}): {exc}") from None
@@ -155,11 +149,7 @@ class PaCoReSettings(BaseSettings):
 
     def limits(self) -> RequestLimits:
         """The per-request caps these settings give (``--max-rounds``, ...)."""
-        return RequestLimits(
-            max_rounds=self.max_rounds,
-            max_samples_per_request=self.max_samples_per_request,
-            max_tokens_cap=self.max_tokens_cap,
-        )
+        return RequestLimits(**{name: getattr(self, name) for name in LIMIT_NAMES})
 
     @classmethod
     def settings_customise_sources(
@@ -176,20 +166,19 @@ class PaCoReSettings(BaseSettings):
 
     def round_widths(self) -> list[int]:
         """``rounds`` if given, else the preset's widths (``low`` when neither is)."""
-        return list(self.rounds) if self.rounds else list(PRESETS[self.preset or "low"])
+        if self.rounds:
+            return list(self.rounds)
+        return list(PRESETS[self.preset] if self.preset else SETTINGS["rounds"].default)
 
     def to_config(
-        self,
-        *,
-        embedded: bool = False,
-        default_max_concurrency: int | None = None,
-        **extra: Any,
+        self, *, embedded: bool = False, default_max_concurrency: int | None = None
     ) -> PaCoReConfig:
         """The run configuration these settings describe (validated by ``PaCoReConfig``).
 
         ``embedded`` applies the embedded model's defaults (a token cap and
-        little concurrency) where no value was given; ``extra`` are further
-        ``PaCoReConfig`` fields (round control) given by the caller.
+        little concurrency) where no value was given. The one route from
+        settings to a config: every row with a ``path`` that was given is
+        applied through :meth:`PaCoReConfig.with_settings`.
         """
         given: dict[str, Any] = {
             name: getattr(self, name)
@@ -207,13 +196,73 @@ class PaCoReSettings(BaseSettings):
             elif default_max_concurrency is not None:
                 given["max_concurrency"] = default_max_concurrency
         config = PaCoReConfig().with_settings(given)
-        fields: dict[str, Any] = dict(extra)
+        fields: dict[str, Any] = {}
         if self.token_ids:
             extra_body = {**config.sampling.extra_body, "return_token_ids": True}
             fields["sampling"] = config.sampling.model_copy(update={"extra_body": extra_body})
         if self.no_batch:
             fields["batch_samples"] = False
         return config.model_validate({**config.model_dump(), **fields}) if fields else config
+
+
+#: The settings model: one field per row of the catalogue, named as its flag's ``dest``,
+#: read from its ``PACORE_*`` variable (generated, so it cannot drift from the rows).
+PaCoReSettings: TypeAlias = _SettingsBase
+if not TYPE_CHECKING:
+    PaCoReSettings = create_model(
+        "PaCoReSettings",
+        __base__=_SettingsBase,
+        __module__=__name__,
+        **{name: (_annotation(row), _field(row)) for name, row in SETTINGS.items()},
+    )
+    PaCoReSettings.__doc__ = (
+        "The settings of a run: flag > ``PACORE_*`` variable > default, one field per row of "
+        ":data:`~pacore_graph.settings.fields.SETTINGS` (see the module docstring)."
+    )
+
+
+class _ServeBase(BaseSettings):
+    """What the generated :class:`PaCoReServeSettings` does beyond holding the serve rows."""
+
+    model_config = SettingsConfigDict(env_prefix=SERVE_ENV_PREFIX, extra="ignore")
+
+    if TYPE_CHECKING:
+
+        def __getattr__(self, name: str) -> Any: ...
+
+    @field_validator("upstream", mode="before", check_fields=False)
+    @classmethod
+    def _urls(cls, value: Any) -> Any:
+        return _split(value) or None
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Flags (init values), then ``PACORE_SERVE_*`` variables; no dotenv or secret files."""
+        del env_settings, dotenv_settings, file_secret_settings
+        return (init_settings, _MappingEnvSource(settings_cls))
+
+
+#: ``pacore serve``'s own settings: flag > ``PACORE_SERVE_*`` variable > default, one
+#: field per row of :data:`~pacore_graph.settings.fields.SERVE_SETTINGS` (types only:
+#: the bounds are :class:`~pacore_graph.serve.settings.ServeSettings`'s to check).
+PaCoReServeSettings: TypeAlias = _ServeBase
+if not TYPE_CHECKING:
+    PaCoReServeSettings = create_model(
+        "PaCoReServeSettings",
+        __base__=_ServeBase,
+        __module__=__name__,
+        **{
+            name: (_annotation(row), Field(row.default, description=row.help))
+            for name, row in SERVE_SETTINGS.items()
+        },
+    )
 
 
 @contextmanager
@@ -253,6 +302,26 @@ def load_settings(
         return PaCoReSettings(**given)
 
 
+def load_serve_settings(
+    flags: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None
+) -> PaCoReServeSettings:
+    """``pacore serve``'s own settings: ``flags`` (``None``: not given) > ``env`` > defaults.
+
+    Raises ``pydantic.ValidationError`` (:func:`format_settings_error` names
+    the ``PACORE_SERVE_*`` variable).
+    """
+    given = {k: v for k, v in (flags or {}).items() if v is not None}
+    with _environ(env if env is not None else os.environ):
+        return PaCoReServeSettings(**given)
+
+
 def format_settings_error(exc: ValidationError) -> str:
     """One line naming each bad setting by its variable (flags are checked by the parser)."""
-    return describe(exc, label=env_name, prefix="invalid settings: ")
+    return describe(exc, label=_variable, prefix="invalid settings: ")
+
+
+def _variable(name: str) -> str:
+    row = SETTINGS.get(name)
+    if row is None and name in SERVE_SETTINGS:
+        row = SERVE_SETTINGS[name]
+    return row.env if row is not None else env_name(name)

@@ -1,17 +1,19 @@
-"""The table of model options: each defined once, for argparse and the settings model.
+"""The command-line flags of the settings: generated from the catalogue's rows.
 
 Every command that talks to a model (``run``, ``eval``, ``swe``, and the
 sampling part of ``serve``) takes the same options, and the served graph
-(``graphs/pacore.py``) reads the same ones from ``PACORE_*`` variables. They
-are declared here, once, as plain data: the parser is built from this table
-without importing pydantic (``pacore --help`` stays fast), and
-:class:`pacore_graph.settings.env_settings.PaCoReSettings` -- the pydantic-settings model
-that resolves flag > ``PACORE_*`` environment variable > default -- declares
-one field per row (a test keeps the two in step).
+(``graphs/pacore.py``) reads the same ones from ``PACORE_*`` variables. Each
+is a row of :data:`~pacore_graph.settings.fields.SETTINGS` (help, type,
+choices, the default the help states); this module only turns rows into
+:class:`Option` values and says which commands list which, without importing
+pydantic (``pacore --help`` stays fast).
+:class:`pacore_graph.settings.env_settings.PaCoReSettings` -- the model that
+resolves flag > ``PACORE_*`` variable > default -- is generated from the same
+rows.
 
 A flag's argparse default is always ``None`` (or absent for ``store_true``
 flags), so "not given on the command line" can be told apart from "given
-with the default value"; the default shown in the help is the table's.
+with the default value"; the default shown in the help is the row's.
 """
 
 from __future__ import annotations
@@ -21,14 +23,16 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pacore_graph.otel.exporters import TRACE_KINDS
-from pacore_graph.settings.fields import SETTINGS
-from pacore_graph.settings.grammar import split_widths
-from pacore_graph.settings.request_limits import (
-    DEFAULT_MAX_ROUNDS,
-    DEFAULT_MAX_SAMPLES_PER_REQUEST,
-    DEFAULT_MAX_TOKENS_CAP,
+from pacore_graph.settings.fields import (
+    EMBEDDED_MAX_CONCURRENCY,
+    EMBEDDED_MAX_TOKENS,
+    ENV_PREFIX,
+    LIMIT_NAMES,
+    ROUND_CONTROL_NAMES,
+    SETTINGS,
+    env_name,
 )
+from pacore_graph.settings.grammar import split_widths
 
 __all__ = [
     "EMBEDDED_MAX_CONCURRENCY",
@@ -38,6 +42,7 @@ __all__ = [
     "METHOD_SETTING_FAMILIES",
     "METHOD_SETTING_NAMES",
     "MODEL_OPTIONS",
+    "ROUND_CONTROL_OPTIONS",
     "SAMPLING_OPTION_NAMES",
     "SHAPE_OPTIONS",
     "TEXT_GRAPH_ONLY",
@@ -45,20 +50,6 @@ __all__ = [
     "add_options",
     "env_name",
 ]
-
-#: Every setting ``NAME`` is read from the environment variable ``PACORE_NAME``.
-ENV_PREFIX = "PACORE_"
-
-#: The embedded model is a 135M model on a CPU: without a cap it may ramble to
-#: the end of its context, so runs on it default to this many tokens per call.
-EMBEDDED_MAX_TOKENS = 256
-#: The embedded server decodes up to 16 sequences together; more in flight only queue there.
-EMBEDDED_MAX_CONCURRENCY = 16
-
-
-def env_name(name: str) -> str:
-    """``max_tokens`` -> ``PACORE_MAX_TOKENS``."""
-    return ENV_PREFIX + name.upper()
 
 
 def _rounds_arg(text: str) -> list[int]:
@@ -68,20 +59,13 @@ def _rounds_arg(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"--{exc}") from None
 
 
-def _shown(value: Any) -> str:
-    """A default as the help states it (round widths as typed: ``4`` or ``32,4``)."""
-    if isinstance(value, tuple):
-        return ",".join(str(v) for v in value)
-    return str(value)
-
-
 @dataclass(frozen=True)
 class Option:
-    """One model option: its flag, type, default and help, and so its ``PACORE_*`` variable.
+    """One setting's flag: its type, default and help, and so its ``PACORE_*`` variable.
 
     ``default`` is what the settings model uses when neither the flag nor the
-    variable is given; ``default_text`` replaces it in the help where the
-    effective default depends on something else (the embedded model).
+    variable is given (``None`` for a config setting: the config's own
+    default applies); ``default_text`` is the default the help states.
     """
 
     name: str
@@ -95,24 +79,19 @@ class Option:
     metavar: str | None = None
 
     @classmethod
-    def of(cls, name: str, *, default: Any = None, default_text: str | None = None) -> Option:
-        """The flag of run setting ``name``: help, type, choices and shown default from its row.
-
-        ``default`` is the settings model's (``None``: not given, the
-        config's own default applies, and the help states that one).
-        """
+    def of(cls, name: str, *, default_text: str | None = None) -> Option:
+        """The flag of setting ``name``, all from its row (``default_text`` may restate
+        the default for a command whose effective default differs)."""
         row = SETTINGS[name]
         if row.kind is bool:
-            return cls(name, row.help, flag=True)
-        shown = default_text
-        if shown is None:
-            shown = row.unset if row.default is None else _shown(row.default)
+            return cls(name, row.help, default=False, flag=True)
         return cls(
             name,
             row.help,
             type=None if row.kind is str else row.kind,
-            default=default,
-            default_text=shown,
+            default=row.default if row.path is None else None,
+            default_text=default_text if default_text is not None else row.default_text(),
+            repeatable=row.repeatable,
             choices=row.choices,
             metavar=row.metavar,
         )
@@ -136,12 +115,10 @@ class Option:
 
     def add_to(self, parser: argparse.ArgumentParser | Any) -> None:
         """Add the flag to a parser or a mutually exclusive group of one."""
-        kwargs: dict[str, Any] = {"dest": self.name, "help": self.help_text()}
+        kwargs: dict[str, Any] = {"dest": self.name, "help": self.help_text(), "default": None}
         if self.flag:
             kwargs["action"] = "store_true"
-            kwargs["default"] = None
         else:
-            kwargs["default"] = None
             if self.type is not None and self.type is not str:
                 kwargs["type"] = self.type
             if self.repeatable:
@@ -153,119 +130,30 @@ class Option:
         parser.add_argument(self.option_string, **kwargs)
 
 
-_PUBLIC = "the public pipeline's"
-
 #: The methods' own settings (PaCoRe's confidence options, RSA's answer, DeepConf's
-#: share and window), each with the method families that read it: only ``run`` and
-#: ``eval`` list them, and a flag none of a command's methods reads is refused there.
+#: share and window), each with the method families that read it (its row's
+#: ``families``): only ``run`` and ``eval`` list them, and a flag none of a
+#: command's methods reads is refused there.
 METHOD_SETTING_FAMILIES: dict[str, tuple[str, ...]] = {
-    "reference_filter": ("pacore",),
-    "consensus_weight": ("pacore",),
-    "rsa_final": ("rsa",),
-    "deepconf_keep": ("deepconf", "deepconf-online"),
-    "deepconf_window": ("deepconf", "deepconf-online"),
+    name: row.families for name, row in SETTINGS.items() if row.families
 }
 METHOD_SETTING_NAMES = tuple(METHOD_SETTING_FAMILIES)
 
 #: The run shape: a preset or explicit round widths (mutually exclusive flags).
 SHAPE_OPTIONS: tuple[Option, ...] = (
-    Option.of("preset", default_text="low, unless --rounds is given"),
-    replace(Option.of("rounds", default_text="the preset's widths"), type=_rounds_arg),
+    Option.of("preset"),
+    replace(Option.of("rounds"), type=_rounds_arg),
 )
 
-#: Options shared by every command that talks to a model, in help order.
-MODEL_OPTIONS: tuple[Option, ...] = (
-    Option(
-        "base_url",
-        "OpenAI-compatible server, e.g. http://localhost:8000/v1; repeat it (or separate "
-        "URLs by commas in the variable) for several replicas of one model (samples go to "
-        "the least loaded one)",
-        repeatable=True,
-        metavar="URL",
-        default_text="start the embedded model",
-    ),
-    Option("model", "served model name (required with --base-url)"),
-    Option(
-        "api_key",
-        "API key sent to the server",
-        default_text="$OPENAI_API_KEY, else none",
-    ),
-    Option(
-        "session_header",
-        "HTTP header each request of one PaCoRe run carries the run's id in, so a "
-        "session-aware router (Ray Serve LLM, llm-d) keeps the run on one replica; "
-        "none to send no such header",
-        default="x-session-id",
-        metavar="NAME",
-    ),
-    Option.of("compactor", default=SETTINGS["compactor"].default),
-    Option.of(
-        "max_concurrency",
-        default_text=f"{EMBEDDED_MAX_CONCURRENCY} on the embedded model, else "
-        f"{SETTINGS['max_concurrency'].default}",
-    ),
-    Option.of(
-        "temperature", default_text=f"{SETTINGS['temperature'].default}, the public pipeline's"
-    ),
-    Option.of("top_p", default_text=f"{SETTINGS['top_p'].default}, the public pipeline's"),
-    Option.of(
-        "max_tokens", default_text=f"{EMBEDDED_MAX_TOKENS} on the embedded model, unset otherwise"
-    ),
-    Option.of("timeout"),
-    Option.of("seed"),
-    Option.of("logprobs"),
-    Option(
-        "token_ids",
-        "ask vLLM for completion token ids (return_token_ids), for RL export",
-        flag=True,
-    ),
-    Option.of("shuffle_seed"),
-    Option.of("reference_order"),
-    *(Option.of(name) for name in METHOD_SETTING_NAMES),
-    Option.of("retries"),
-    Option.of("call_deadline", default_text="timeout x retries"),
-    Option(
-        "max_rounds",
-        "cap on configured rounds per request (a final K=1 round is added)",
-        type=int,
-        default=DEFAULT_MAX_ROUNDS,
-    ),
-    Option(
-        "max_samples_per_request",
-        "cap on model calls of all rounds of one request (problem), final round included",
-        type=int,
-        default=DEFAULT_MAX_SAMPLES_PER_REQUEST,
-    ),
-    Option(
-        "max_tokens_cap",
-        "cap on max_tokens per call that a request (or --max-tokens) may ask for",
-        type=int,
-        default=DEFAULT_MAX_TOKENS_CAP,
-    ),
-    Option(
-        "client",
-        "direct aiohttp client (fast) or LangChain ChatOpenAI",
-        choices=("direct", "langchain"),
-        default="direct",
-    ),
-    Option("no_batch", "one request per explorer, not n=K", flag=True),
-    Option(
-        "trace",
-        "OpenTelemetry export: console | otlp (OTEL_* env) | jaeger | langfuse",
-        choices=tuple(TRACE_KINDS),
-        default_text="OTEL_TRACES_EXPORTER if set, else none",
-    ),
-    Option(
-        "trace_project",
-        "project the spans are filed under (Arize Phoenix's openinference.project.name)",
-        default="pacore",
-    ),
-    Option(
-        "trace_content",
-        "record prompts and completions in spans (off unless asked)",
-        flag=True,
-    ),
-    Option("no_progress", "no progress bar", flag=True),
+#: Straggler control, early stop and the token budget: ``run`` and ``eval`` list them.
+ROUND_CONTROL_OPTIONS: tuple[Option, ...] = tuple(Option.of(name) for name in ROUND_CONTROL_NAMES)
+
+#: Options shared by every command that talks to a model, in help order: every
+#: row with a flag but the shape and round control.
+MODEL_OPTIONS: tuple[Option, ...] = tuple(
+    Option.of(name)
+    for name, row in SETTINGS.items()
+    if row.flag and name not in ("preset", "rounds", *ROUND_CONTROL_NAMES)
 )
 
 #: What only the text graph uses: ``swe`` does not list these (they would do nothing there).
@@ -283,7 +171,7 @@ TEXT_GRAPH_ONLY = frozenset(
 )
 
 #: The per-request caps (:class:`pacore_graph.settings.request_limits.RequestLimits`).
-LIMIT_OPTION_NAMES = ("max_rounds", "max_samples_per_request", "max_tokens_cap")
+LIMIT_OPTION_NAMES = LIMIT_NAMES
 
 #: The options ``pacore serve`` shares with the other commands (its own
 #: ``--model``, ``--api-key`` and ``--max-concurrency`` mean something else there).
@@ -301,17 +189,18 @@ SAMPLING_OPTION_NAMES = (
     "trace_content",
 )
 
-_BY_NAME = {o.name: o for o in SHAPE_OPTIONS + MODEL_OPTIONS}
+_BY_NAME = {o.name: o for o in SHAPE_OPTIONS + MODEL_OPTIONS + ROUND_CONTROL_OPTIONS}
 
 
 def add_options(
     parser: argparse.ArgumentParser, names: Iterable[str] | None = None, *, shape: bool = False
 ) -> tuple[str, ...]:
-    """Add the model options (all, or ``names``) to ``parser``; return the names added.
+    """Add the setting flags (all model options, or ``names``) to ``parser``; return the names.
 
     ``shape=True`` also adds ``--preset``/``--rounds`` as a mutually exclusive
-    pair. The names are recorded on the parser's defaults (``settings_fields``),
-    so ``main`` knows which settings this command resolves.
+    pair. The names are recorded on the parser's defaults (``settings_fields``,
+    added to those of an earlier call), so ``main`` knows which settings this
+    command resolves.
     """
     added: list[str] = []
     if shape:
@@ -323,5 +212,6 @@ def add_options(
     for name in wanted:
         _BY_NAME[name].add_to(parser)
         added.append(name)
-    parser.set_defaults(settings_fields=tuple(added))
+    earlier: tuple[str, ...] = parser.get_default("settings_fields") or ()
+    parser.set_defaults(settings_fields=(*earlier, *added))
     return tuple(added)

@@ -273,23 +273,6 @@ def run_settings_given(
     return {**legacy, **fresh}, "configurable"
 
 
-def _check_round_tokens(
-    config: PaCoReConfig, asked: Mapping[str, Any], limits: RequestLimits, label: Any
-) -> None:
-    """A round's own ``max_tokens`` (in ``rounds`` or ``final``) is held to the cap too."""
-    where: list[tuple[str, Any]] = (
-        [("rounds", r) for r in config.rounds] if "rounds" in asked else []
-    )
-    if "final" in asked:
-        where.append(("final", config.final))
-    for name, item in where:
-        if isinstance(item, Round) and item.max_tokens is not None:
-            try:
-                limits.check(max_tokens=item.max_tokens)
-            except RequestLimitError as exc:
-                raise SettingsError(f"{label(name)}: {exc}") from None
-
-
 def resolve_settings(
     base: PaCoReConfig,
     given: Mapping[str, Any] | None,
@@ -323,13 +306,13 @@ def resolve_settings(
         raise SettingsError(describe(exc, label=label)) from None
     try:
         (limits or RequestLimits()).check(
-            rounds=config.widths if {"rounds", "preset"} & set(asked) else None,
+            rounds=config.rounds if {"rounds", "preset"} & set(asked) else None,
             max_tokens=asked.get("max_tokens"),
+            final=config.final if "final" in asked else None,
         )
     except RequestLimitError as exc:
         name = "preset" if exc.field == "rounds" and "preset" in asked else exc.field
         raise SettingsError(f"{label(name)}: {exc}") from None
-    _check_round_tokens(config, asked, limits or RequestLimits(), label)
     if compactor is not None:
         try:
             (compactors or CompactorRegistry()).resolve(compactor)

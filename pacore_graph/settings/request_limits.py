@@ -38,7 +38,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pacore_graph.errors import PaCoReError
+from pacore_graph.settings.fields import LIMIT_NAMES, SETTINGS
 from pacore_graph.settings.grammar import MethodSpec
+from pacore_graph.settings.rounds import Round, RoundItem, widths_of
 
 __all__ = [
     "DEFAULT_MAX_ROUNDS",
@@ -50,19 +52,21 @@ __all__ = [
     "RequestLimits",
 ]
 
-DEFAULT_MAX_ROUNDS = 16
-DEFAULT_MAX_SAMPLES_PER_REQUEST = 4096
-DEFAULT_MAX_TOKENS_CAP = 131_072
+# The defaults and bounds are the catalogue's rows (``max_rounds``, ...), named here for code.
+DEFAULT_MAX_ROUNDS: int = SETTINGS["max_rounds"].default
+DEFAULT_MAX_SAMPLES_PER_REQUEST: int = SETTINGS["max_samples_per_request"].default
+DEFAULT_MAX_TOKENS_CAP: int = SETTINGS["max_tokens_cap"].default
 #: The largest value an operator may give any cap: limits exist to be finite.
-LIMIT_CEILING = 100_000_000
+LIMIT_CEILING = int(SETTINGS["max_tokens_cap"].le or 0)
 #: The most rounds ``max_rounds`` may allow (the graph's recursion limit follows it).
-MAX_ROUNDS_CEILING = 1024
+MAX_ROUNDS_CEILING = int(SETTINGS["max_rounds"].le or 0)
 
-LimitedField = Literal["rounds", "max_tokens"]
+LimitedField = Literal["rounds", "final", "max_tokens"]
 
 
 class RequestLimitError(PaCoReError):
-    """A request asks for more than a cap allows; ``field`` is ``rounds`` or ``max_tokens``."""
+    """A request asks for more than a cap allows; ``field`` is ``rounds``, ``final`` (the
+    answer round's own ``max_tokens``) or ``max_tokens``."""
 
     def __init__(self, field: LimitedField, message: str) -> None:
         super().__init__(message)
@@ -83,23 +87,30 @@ class RequestLimits:
     max_tokens_cap: int = DEFAULT_MAX_TOKENS_CAP
 
     def __post_init__(self) -> None:
-        for name, low, high in (
-            ("max_rounds", 1, MAX_ROUNDS_CEILING),
-            ("max_samples_per_request", 2, LIMIT_CEILING),
-            ("max_tokens_cap", 1, LIMIT_CEILING),
-        ):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-                raise ValueError(f"{name} must be an integer in [{low}, {high}], got {value!r}")
+        """Each cap held to its row's bounds (:class:`~pacore_graph.settings.fields.BoundError`)."""
+        for name in LIMIT_NAMES:
+            SETTINGS[name].check(getattr(self, name))
 
-    def check(self, *, rounds: Sequence[int] | None = None, max_tokens: int | None = None) -> None:
-        """Refuse ``rounds`` (configured widths) or ``max_tokens`` over a cap.
+    def check(
+        self,
+        *,
+        rounds: Sequence[RoundItem] | None = None,
+        max_tokens: int | None = None,
+        final: Round | None = None,
+    ) -> None:
+        """Refuse ``rounds`` (configured widths or rounds), ``max_tokens`` or ``final`` over a cap.
 
-        ``None`` means "not asked for" and passes. Raises
-        :class:`RequestLimitError` naming the field; the message never echoes
-        a long list back.
+        A :class:`~pacore_graph.settings.rounds.Round`'s own ``max_tokens``
+        (in ``rounds`` or ``final``) is held to ``max_tokens_cap`` as the
+        run's is: the one place a ``max_tokens`` meets its cap. ``None``
+        means "not asked for" and passes. Raises :class:`RequestLimitError`
+        naming the field; the message never echoes a long list back.
         """
         if rounds is not None:
+            for item in rounds:
+                if isinstance(item, Round) and item.max_tokens is not None:
+                    self._check_tokens("rounds", item.max_tokens)
+            rounds = widths_of(rounds)
             count = len(rounds)
             if count > self.max_rounds:
                 raise RequestLimitError(
@@ -114,9 +125,15 @@ class RequestLimits:
                     f"calls; at most {self.max_samples_per_request} per request "
                     "(max_samples_per_request)",
                 )
-        if max_tokens is not None and max_tokens > self.max_tokens_cap:
+        if final is not None and final.max_tokens is not None:
+            self._check_tokens("final", final.max_tokens)
+        if max_tokens is not None:
+            self._check_tokens("max_tokens", max_tokens)
+
+    def _check_tokens(self, field: LimitedField, max_tokens: int) -> None:
+        if max_tokens > self.max_tokens_cap:
             raise RequestLimitError(
-                "max_tokens",
+                field,
                 f"max_tokens {max_tokens} is over the cap of {self.max_tokens_cap} per call "
                 "(max_tokens_cap)",
             )

@@ -50,23 +50,6 @@ ROUND_SETTINGS = ("temperature", "top_p", "max_tokens", "model")
 MAX_MODEL_NAME = 200
 
 
-def _bounded(name: str, value: Any) -> Any:
-    """``value`` checked against the catalogue row ``name`` (the run-wide setting's bounds)."""
-    row = SETTINGS[name]
-    if row.kind is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ValueError(f"Round.{name} must be an integer, got {value!r}")
-    elif isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"Round.{name} must be a number, got {value!r}")
-    if (
-        (row.ge is not None and value < row.ge)
-        or (row.gt is not None and value <= row.gt)
-        or (row.le is not None and value > row.le)
-    ):
-        raise ValueError(f"Round.{name} must be {row.bounds_text()}, got {value!r}")
-    return value
-
-
 @dataclass(frozen=True, slots=True)
 class Round:
     """One round: ``k`` explorers, and the sampling and model they use when not the run's.
@@ -87,7 +70,7 @@ class Round:
         for name in ("temperature", "top_p", "max_tokens"):
             value = getattr(self, name)
             if value is not None:
-                object.__setattr__(self, name, _bounded(name, value))
+                object.__setattr__(self, name, SETTINGS[name].check(value, f"Round.{name}"))
         if self.model is not None and (
             not isinstance(self.model, str)
             or not self.model.strip()

@@ -125,15 +125,14 @@ async def test_a_slow_embedded_start_is_not_a_silent_one(
 
     The real model starts; the interval is shortened so its start spans several.
     """
-    import argparse
-
     from embedded_support import require_embedded
 
     from pacore_graph.cli import common
+    from pacore_graph.settings.env_settings import load_settings
 
     require_embedded()
     monkeypatch.setattr(common, "_STARTING_HEARTBEAT", 0.2)
-    async with common._endpoint(argparse.Namespace(base_url=None, model=None)) as endpoint:
+    async with common._endpoint(load_settings(env={})) as endpoint:
         assert endpoint.base_urls[0].startswith("http://127.0.0.1:")
     lines = capsys.readouterr().err.splitlines()
     assert lines[0].startswith("starting the embedded model server")

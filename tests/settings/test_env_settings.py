@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -15,18 +16,25 @@ import pacore_graph
 from pacore_graph.cli import build_parser, main
 from pacore_graph.settings.config import PaCoReConfig
 from pacore_graph.settings.env_settings import PaCoReSettings, format_settings_error, load_settings
-from pacore_graph.settings.options import MODEL_OPTIONS, SHAPE_OPTIONS
+from pacore_graph.settings.fields import SETTINGS
+from pacore_graph.settings.options import MODEL_OPTIONS, ROUND_CONTROL_OPTIONS, SHAPE_OPTIONS
 from pacore_graph.testing import ScriptedServer
 
 # --------------------------------------------------------------------------- the model
 
 
-def test_the_option_table_and_the_settings_model_have_the_same_fields() -> None:
-    table = {o.name: o for o in SHAPE_OPTIONS + MODEL_OPTIONS}
-    assert set(table) == set(PaCoReSettings.model_fields)
+def test_the_settings_model_is_the_catalogue_and_every_flag_a_row() -> None:
+    # The model is generated from the rows: one field each, nothing declared by hand.
+    assert list(PaCoReSettings.model_fields) == list(SETTINGS)
+    table = {o.name: o for o in SHAPE_OPTIONS + MODEL_OPTIONS + ROUND_CONTROL_OPTIONS}
+    assert set(table) == {name for name, row in SETTINGS.items() if row.flag}
     for name, option in table.items():
+        row = SETTINGS[name]
         default = PaCoReSettings.model_fields[name].default
         assert default == (False if option.flag else option.default), name
+        # a setting the config holds is "not given" until given: the config's default applies
+        assert default == (False if row.kind is bool else row.default if row.path is None else None)
+        assert option.help == row.help and option.env == row.env
 
 
 def test_the_defaults_the_help_states_are_the_configs() -> None:
@@ -284,3 +292,65 @@ def test_run_and_eval_list_the_methods_settings_with_variable_and_default() -> N
         assert "--rsa-final {majority,aggregate}" in flat and "default: majority" in flat
         assert "--deepconf-keep F" in flat and "--deepconf-window N" in flat
         assert "PACORE_DEEPCONF_WINDOW; default: 2048" in flat
+
+
+# --------------------------------------------------------------------------- round control
+
+_ROUND_CONTROL_ENV = {
+    "PACORE_ROUND_QUORUM": "0.75",
+    "PACORE_ROUND_DEADLINE": "30",
+    "PACORE_EARLY_STOP_CONSENSUS": "0.6",
+    "PACORE_TOKEN_BUDGET": "5000",
+}
+
+
+def test_the_round_control_rows_are_read_from_their_variables() -> None:
+    config = load_settings({}, env=_ROUND_CONTROL_ENV).to_config()
+    assert config.round_quorum == 0.75 and config.round_deadline == 30.0
+    assert config.early_stop_consensus == 0.6 and config.token_budget == 5000
+    # "24" is a count, as on the command line (parsed once, by the config)
+    assert load_settings({}, env={"PACORE_ROUND_QUORUM": "24"}).to_config().round_quorum == 24
+    assert load_settings({}, env={}).to_config().round_quorum is None
+
+
+def test_a_round_control_flag_wins_over_its_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pacore_graph.cli import _resolve_settings
+
+    for name, value in _ROUND_CONTROL_ENV.items():
+        monkeypatch.setenv(name, value)
+    argv = ["run", "Q", "--round-quorum", "3", "--token-budget", "7"]
+    resolved = _resolve_settings(build_parser().parse_args(argv))
+    config = resolved.settings.to_config()
+    assert config.round_quorum == 3 and config.token_budget == 7  # the flags
+    assert config.round_deadline == 30.0 and config.early_stop_consensus == 0.6  # the variables
+    assert resolved.flags_given >= {"round_quorum", "token_budget"}
+    assert "round_deadline" not in resolved.flags_given
+
+
+def test_a_bad_round_control_variable_is_one_line_and_sends_nothing(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PACORE_EARLY_STOP_CONSENSUS", "1.5")
+    with ScriptedServer(lambda request: "never asked").run_in_thread() as srv:
+        code = main(["run", "Q", "--base-url", srv.base_url, "--model", "m", "--no-progress"])
+        assert srv.request_count == 0
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "--early-stop-consensus" in err and err.count("\n") == 1
+
+
+def test_a_round_control_variable_changes_the_run(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """PACORE_EARLY_STOP_CONSENSUS stops a run whose explorers agree after its first round."""
+
+    def agreeing(request: Any) -> str:
+        return "I am sure: \\boxed{4}"
+
+    monkeypatch.setenv("PACORE_EARLY_STOP_CONSENSUS", "0.75")
+    with ScriptedServer(agreeing).run_in_thread() as srv:
+        argv = ["run", "Q", "--json", "--base-url", srv.base_url, "--model", "scripted"]
+        assert main([*argv, "--rounds", "4,2", "--no-progress"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["extra"]["early_stop"]["skipped_widths"] == [2, 1]
+    assert len(out["rounds"]) == 1

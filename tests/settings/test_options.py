@@ -14,6 +14,7 @@ import pytest
 from pacore_graph.settings.fields import SETTINGS
 from pacore_graph.settings.options import (
     MODEL_OPTIONS,
+    ROUND_CONTROL_OPTIONS,
     SHAPE_OPTIONS,
     Option,
     add_options,
@@ -58,10 +59,14 @@ def test_values_are_parsed_by_the_rows_kind() -> None:
 
 
 def test_the_help_names_the_variable_and_the_default() -> None:
-    option = Option.of("temperature")
+    option = Option.of("timeout")
     assert option.help_text() == (
-        f"{SETTINGS['temperature'].help} (env PACORE_TEMPERATURE; "
-        f"default: {SETTINGS['temperature'].default})"
+        f"{SETTINGS['timeout'].help} (env PACORE_TIMEOUT; default: {SETTINGS['timeout'].default})"
+    )
+    assert (
+        Option.of("temperature")
+        .help_text()
+        .endswith(f"default: {SETTINGS['temperature'].default}, the public pipeline's)")
     )
     assert (
         Option.of("temperature", default_text="by model").help_text().endswith("default: by model)")
@@ -100,7 +105,23 @@ def test_a_choice_outside_the_rows_choices_is_refused() -> None:
 
 
 def test_every_variable_is_in_the_settings_page() -> None:
-    """docs/settings.md lists every option's ``PACORE_*`` variable (a new row cannot be missed)."""
+    """docs/settings.md lists every row's ``PACORE_*`` variable (a new row cannot be missed)."""
     page = (Path(__file__).resolve().parents[2] / "docs" / "settings.md").read_text("utf-8")
-    missing = [env_name(o.name) for o in MODEL_OPTIONS if env_name(o.name) not in page]
+    missing = [row.env for row in SETTINGS.values() if f"`{row.env}`" not in page]
     assert not missing, f"docs/settings.md does not name {missing}"
+    flags = [o.option_string for o in MODEL_OPTIONS + ROUND_CONTROL_OPTIONS]
+    missing = [flag for flag in flags if f"`{flag}" not in page]
+    assert not missing, f"docs/settings.md does not name {missing}"
+
+
+def test_every_serve_variable_is_in_the_serve_page() -> None:
+    """docs/serve.md lists each of ``pacore serve``'s own rows: its variable and flag."""
+    from pacore_graph.settings.fields import SERVE_SETTINGS
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "serve.md").read_text("utf-8")
+    missing = [
+        row.env
+        for row in SERVE_SETTINGS.values()
+        if f"| `{row.env}` | `{row.option_string}` |" not in page
+    ]
+    assert not missing, f"docs/serve.md does not name {missing}"

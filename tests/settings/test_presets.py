@@ -31,3 +31,12 @@ def test_the_presets_module_imports_nothing_heavy() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
     assert done.stdout.strip() == "none"
+
+
+def test_the_preset_type_names_the_presets() -> None:
+    """``PresetName`` is for type checkers, which need the names spelt out: kept equal here."""
+    from typing import get_args
+
+    from pacore_graph.settings.config import PresetName
+
+    assert get_args(PresetName) == tuple(PRESETS)

@@ -140,3 +140,16 @@ def test_pacore_serve_checks_its_own_max_tokens_against_the_cap(
     assert "PACORE_MAX_TOKENS" in capsys.readouterr().err
     assert main([*argv, "--max-rounds", "0"]) == 2
     assert "PACORE_MAX_ROUNDS" in capsys.readouterr().err
+
+
+def test_a_rounds_own_max_tokens_meets_the_cap_in_the_one_check() -> None:
+    from pacore_graph.settings.rounds import Round
+
+    limits = RequestLimits(max_tokens_cap=100)
+    limits.check(rounds=[Round(2, max_tokens=100), 3], final=Round(1, max_tokens=100))
+    with pytest.raises(RequestLimitError) as caught:
+        limits.check(rounds=[3, Round(2, max_tokens=101)])
+    assert caught.value.field == "rounds" and "max_tokens 101" in str(caught.value)
+    with pytest.raises(RequestLimitError) as caught:
+        limits.check(final=Round(1, max_tokens=101))
+    assert caught.value.field == "final"

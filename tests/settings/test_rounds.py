@@ -21,7 +21,7 @@ def test_a_round_checks_its_settings_where_it_is_written() -> None:
         (lambda: Round(True), "must be an integer"),
         (lambda: Round(2, temperature=2.5), r"Round\.temperature must be in \[0\.0, 2\.0\]"),
         (lambda: Round(2, top_p=0), r"Round\.top_p must be in \(0\.0, 1\.0\]"),
-        (lambda: Round(2, max_tokens=0), r"Round\.max_tokens must be in \[1"),
+        (lambda: Round(2, max_tokens=0), r"Round\.max_tokens must be >= 1"),
         (lambda: Round(2, max_tokens=1.5), r"Round\.max_tokens must be an integer"),
         (lambda: Round(2, model=""), r"Round\.model must be a model name"),
     ):
