@@ -124,6 +124,9 @@ def test_every_public_exception_class_derives_from_pacore_error() -> None:
 BUILTIN_BASES = {
     "pacore_graph.rl.RLDependencyError": (ImportError,),
     "pacore_graph.settings.per_run.SettingsError": (ValueError,),
+    # pydantic turns only a ValueError raised in a validator into a validation error (a
+    # Round's bound checked while a request's JSON is parsed: a 400, not a 500).
+    "pacore_graph.settings.fields.BoundError": (ValueError,),
 }
 
 
@@ -315,6 +318,9 @@ BY_HAND: dict[str, Any] = {
     "pacore_graph.settings.request_limits.RequestLimitError": lambda: importlib.import_module(
         "pacore_graph.settings.request_limits"
     ).RequestLimitError("rounds", "17 rounds asked; at most 16"),
+    "pacore_graph.settings.fields.BoundError": lambda: importlib.import_module(
+        "pacore_graph.settings.fields"
+    ).BoundError("max_tokens", "max_tokens: must be >= 1"),
 }
 
 

@@ -43,7 +43,7 @@ from pacore_graph.eval.code_tests import (
     too_many_tests,
 )
 from pacore_graph.eval.grade import Grade, describe_error
-from pacore_graph.runs.jsonl import loads_bounded
+from pacore_graph.runs.jsonl import TooManyObjects, loads_bounded
 from pacore_graph.tools.sandbox import (
     MIB,
     ExecRequest,
@@ -97,7 +97,10 @@ def _raw_tests(value: Any, public: bool) -> list[CodeTest]:
     if value is None or value == "":
         return []
     if isinstance(value, str):
-        value = loads_bounded(value, MAX_TESTS)  # one object per test: stops past the cap
+        try:
+            value = loads_bounded(value, MAX_TESTS)  # one object per test: stops past the cap
+        except TooManyObjects:
+            raise ValueError(f"more than {MAX_TESTS} tests per problem") from None
     if not isinstance(value, list):
         raise ValueError(f"tests must be a list, got {type(value).__name__}")
     if len(value) > MAX_TESTS:

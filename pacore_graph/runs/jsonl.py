@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from pacore_graph.errors import PaCoReError
 from pacore_graph.runs.private_files import FILE_MODE, private_dir
 
 __all__ = [
@@ -107,8 +108,12 @@ def unicode_problem(value: Any) -> str | None:
     return None
 
 
-class TooManyObjects(ValueError):
-    """JSON text with more objects than its reader allows (:func:`loads_bounded`)."""
+class TooManyObjects(PaCoReError):
+    """JSON text with more objects than its reader allows (:func:`loads_bounded`).
+
+    Not a ``ValueError``: a reader that treats invalid JSON as a ``ValueError``
+    must not mistake a capped line for a malformed one (each names its own cause).
+    """
 
 
 def loads_bounded(text: str | bytes, max_objects: int) -> Any:

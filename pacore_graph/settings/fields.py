@@ -38,6 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from pacore_graph.errors import PaCoReError
 from pacore_graph.otel.exporters import TRACE_KINDS
 from pacore_graph.settings.presets import PRESETS
 
@@ -76,8 +77,13 @@ def env_name(name: str) -> str:
     return ENV_PREFIX + name.upper()
 
 
-class BoundError(ValueError):
-    """A value outside its row's bounds; ``name`` is the row's (so each surface can label it)."""
+class BoundError(PaCoReError, ValueError):
+    """A value outside its row's bounds; ``name`` is the row's (so each surface can label it).
+
+    A ``ValueError`` too: a bound is checked inside pydantic validators (a
+    ``Round`` parsed from a request's JSON), and pydantic turns only a
+    ``ValueError`` into the validation error a client is shown.
+    """
 
     def __init__(self, name: str, message: str) -> None:
         super().__init__(message)
