@@ -52,7 +52,7 @@ from pacore_graph.rl.model_export import export_gguf_model
 from pacore_graph.rl.model_server import ModelServer
 from pacore_graph.rl.tiny import build_tiny_model
 from pacore_graph.runs.runner import read_dataset
-from pacore_graph.settings.config import PaCoReConfig, RetryPolicy
+from pacore_graph.settings.config import ModelRetryPolicy, PaCoReConfig
 
 METHODS = "single,pacore:low"
 
@@ -62,7 +62,7 @@ def evaluate(model_dir: Path, dataset: Path, methods: str, out: Path, max_tokens
     records, errors = read_dataset(dataset)
     if errors:
         raise SystemExit(f"{dataset}: {errors[0]}")
-    retry = RetryPolicy(max_attempts=2)
+    retry = ModelRetryPolicy(max_attempts=2)
     config = PaCoReConfig(sampling={"max_tokens": max_tokens, "seed": 0}, retry=retry)
 
     async def go(base_url: str) -> Any:
