@@ -38,10 +38,15 @@ import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from pacore_graph import OpenAICompatClient, PaCoReConfig, SamplingParams, build_pacore_graph
+from pacore_graph import (
+    ModelRetryPolicy,
+    OpenAICompatClient,
+    PaCoReConfig,
+    SamplingParams,
+    build_pacore_graph,
+)
 from pacore_graph.eval.datasets import easy_arithmetic_problems, write_jsonl
 from pacore_graph.runs.runner import read_dataset, run_dataset
-from pacore_graph.settings.config import ModelRetryPolicy
 
 SYNTHESIS_START = "You are given a problem and a list of reference responses."
 
