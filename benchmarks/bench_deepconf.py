@@ -45,7 +45,7 @@ from pacore_graph.graphs.deepconf import (
 )
 from pacore_graph.graphs.majority import build_majority_graph
 from pacore_graph.llm.client import OpenAICompatClient
-from pacore_graph.settings.config import PaCoReConfig, RetryPolicy, SamplingParams
+from pacore_graph.settings.config import ModelRetryPolicy, PaCoReConfig, SamplingParams
 from pacore_graph.testing import LengthModel, ScriptedReply, ScriptedRequest, ThroughputServer
 
 BASE_SEED = 7000
@@ -157,7 +157,7 @@ async def main(args: argparse.Namespace) -> None:
     problems = [f"Problem #{100 + i}" for i in range(args.problems)]
     config = PaCoReConfig(
         sampling=SamplingParams(seed=BASE_SEED, timeout=120.0),
-        retry=RetryPolicy(max_attempts=1),
+        retry=ModelRetryPolicy(max_attempts=1),
         max_concurrency=4096,
     )
     async with ThroughputServer(

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from pacore_graph.cli import main as pacore
 from pacore_graph.llm.client import OpenAICompatClient
-from pacore_graph.settings.config import RetryPolicy, SamplingParams
+from pacore_graph.settings.config import ModelRetryPolicy, SamplingParams
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
 
 
@@ -67,7 +67,7 @@ async def retry_spread(jitter: float) -> float:
         arrivals.append(time.monotonic())
         return ScriptedReply(content="ok")
 
-    policy = RetryPolicy(max_attempts=2, initial_backoff=4.0, jitter=jitter)
+    policy = ModelRetryPolicy(max_attempts=2, initial_backoff=4.0, jitter=jitter)
     async with ScriptedServer(respond, fail_first=1, failure_status=429) as srv:
         client = OpenAICompatClient(srv.base_url, "scripted", retry=policy)
         try:
@@ -87,7 +87,7 @@ def main() -> None:
     for rounds in ("4", "8,2", "32,4"):
         print("  ", injected_failures(rounds))
     lockstep = asyncio.run(retry_spread(0.0))
-    jittered = asyncio.run(retry_spread(RetryPolicy().jitter))
+    jittered = asyncio.run(retry_spread(ModelRetryPolicy().jitter))
     print("2. 256 requests, one 429 each, backoff 4 s: retries arrive over")
     print(f"   jitter 0 (lockstep): {lockstep * 1000:6.0f} ms")
     ratio = jittered / lockstep

@@ -43,7 +43,7 @@ from typing import Any
 
 from pacore_graph import OpenAICompatClient, PaCoReConfig, build_pacore_graph
 from pacore_graph.graph.aggregation import extract_final_answer
-from pacore_graph.settings.config import RetryPolicy, SamplingParams
+from pacore_graph.settings.config import ModelRetryPolicy, SamplingParams
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
 
 BOXED = re.compile(r"\\boxed\{(-?\d+)\}")
@@ -89,7 +89,7 @@ def problems(count: int) -> list[str]:
 async def evaluate(
     url: str, questions: list[str], rounds: list[int], **flags: Any
 ) -> dict[str, Any]:
-    client = OpenAICompatClient(url, "scripted", retry=RetryPolicy(max_attempts=1))
+    client = OpenAICompatClient(url, "scripted", retry=ModelRetryPolicy(max_attempts=1))
     config = PaCoReConfig(
         rounds=rounds, max_concurrency=4096, sampling=SamplingParams(seed=0), **flags
     )

@@ -39,11 +39,11 @@ from pacore_graph import (
     PaCoReConfig,
     RoundFailedError,
     SamplingParams,
+    UpstreamStatusError,
     build_pacore_graph,
+    pacore_serde,
 )
 from pacore_graph.embedded import model_endpoint
-from pacore_graph.errors import UpstreamStatusError
-from pacore_graph.graph.checkpoint_types import pacore_serde
 
 
 class FlakyModel:

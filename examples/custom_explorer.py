@@ -23,10 +23,16 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
-from pacore_graph import OpenAICompatClient, PaCoReConfig, SamplingParams, build_pacore_graph
+from pacore_graph import (
+    ExploreTask,
+    GraphExplorer,
+    OpenAICompatClient,
+    PaCoReConfig,
+    SamplingParams,
+    Trajectory,
+    build_pacore_graph,
+)
 from pacore_graph.embedded import model_endpoint
-from pacore_graph.graph.explorer import ExploreTask, GraphExplorer
-from pacore_graph.graph.records import Trajectory
 
 CHECK_PROMPT = (
     "Here is a draft answer to the problem above:\n\n{draft}\n\n"

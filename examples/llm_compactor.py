@@ -21,11 +21,12 @@ from pacore_graph import (
     PaCoReConfig,
     SamplingParams,
     Trajectory,
+    aclose_chat_model,
     ainvoke_pacore,
     build_pacore_graph,
+    make_chat_model,
 )
 from pacore_graph.embedded import model_endpoint
-from pacore_graph.llm.langchain_client import aclose_chat_model, make_chat_model
 
 
 def last_line(t: Trajectory) -> str:

@@ -20,9 +20,14 @@ import operator
 from langchain.agents import create_agent
 from langchain_core.tools import tool
 
-from pacore_graph import PaCoReConfig, ainvoke_pacore, build_pacore_graph
+from pacore_graph import (
+    PaCoReConfig,
+    aclose_chat_model,
+    ainvoke_pacore,
+    build_pacore_graph,
+    make_chat_model,
+)
 from pacore_graph.embedded import model_endpoint
-from pacore_graph.llm.langchain_client import aclose_chat_model, make_chat_model
 
 _OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul}
 

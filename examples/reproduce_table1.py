@@ -28,12 +28,10 @@ import os
 import sys
 from pathlib import Path
 
-from pacore_graph.errors import PaCoReError
+from pacore_graph import OpenAICompatClient, PaCoReConfig, PaCoReError, SamplingParams
 from pacore_graph.eval.code_grader import CodeGrader
 from pacore_graph.eval.judge import JudgeGrader
 from pacore_graph.eval.table1 import BASE_METHODS, TABLE1, run_table1
-from pacore_graph.llm.client import OpenAICompatClient
-from pacore_graph.settings.config import PaCoReConfig, SamplingParams
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

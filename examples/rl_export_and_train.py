@@ -38,10 +38,15 @@ import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from pacore_graph import OpenAICompatClient, PaCoReConfig, SamplingParams, build_pacore_graph
+from pacore_graph import (
+    ModelRetryPolicy,
+    OpenAICompatClient,
+    PaCoReConfig,
+    SamplingParams,
+    build_pacore_graph,
+)
 from pacore_graph.eval.datasets import easy_arithmetic_problems, write_jsonl
 from pacore_graph.runs.runner import read_dataset, run_dataset
-from pacore_graph.settings.config import RetryPolicy
 
 SYNTHESIS_START = "You are given a problem and a list of reference responses."
 
@@ -92,7 +97,7 @@ async def run_pacore(args: argparse.Namespace, problems: Path, results: Path) ->
     if errors:
         raise SystemExit(f"{problems}: {errors[0]}")
     async with endpoint(args) as (base_url, served_model):
-        client = OpenAICompatClient(base_url, served_model, retry=RetryPolicy(max_attempts=2))
+        client = OpenAICompatClient(base_url, served_model, retry=ModelRetryPolicy(max_attempts=2))
         config = PaCoReConfig(
             rounds=[args.width],
             sampling=SamplingParams(max_tokens=args.max_tokens, seed=0),

@@ -20,9 +20,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from pacore_graph import OpenAICompatClient, PaCoReConfig, SamplingParams, build_pacore_graph
+from pacore_graph import (
+    OpenAICompatClient,
+    PaCoReConfig,
+    SamplingParams,
+    ainvoke_pacore,
+    build_pacore_graph,
+)
 from pacore_graph.embedded import model_endpoint
-from pacore_graph.graph.builder import ainvoke_pacore
 from pacore_graph.otel.exporters import JAEGER_ENDPOINT, configure_tracing
 from pacore_graph.otel.spans import TraceOptions
 

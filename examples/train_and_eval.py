@@ -43,16 +43,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pacore_graph import ModelRetryPolicy, OpenAICompatClient, PaCoReConfig
 from pacore_graph.eval.datasets import easy_arithmetic_problems, write_jsonl
 from pacore_graph.eval.harness import run_eval
 from pacore_graph.eval.methods import parse_methods
-from pacore_graph.llm.client import OpenAICompatClient
 from pacore_graph.rl.export import export_episodes
 from pacore_graph.rl.model_export import export_gguf_model
 from pacore_graph.rl.model_server import ModelServer
 from pacore_graph.rl.tiny import build_tiny_model
 from pacore_graph.runs.runner import read_dataset
-from pacore_graph.settings.config import PaCoReConfig, RetryPolicy
 
 METHODS = "single,pacore:low"
 
@@ -62,7 +61,7 @@ def evaluate(model_dir: Path, dataset: Path, methods: str, out: Path, max_tokens
     records, errors = read_dataset(dataset)
     if errors:
         raise SystemExit(f"{dataset}: {errors[0]}")
-    retry = RetryPolicy(max_attempts=2)
+    retry = ModelRetryPolicy(max_attempts=2)
     config = PaCoReConfig(sampling={"max_tokens": max_tokens, "seed": 0}, retry=retry)
 
     async def go(base_url: str) -> Any:

@@ -14,14 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from pacore_graph.eval.datasets import easy_arithmetic_problems
-from pacore_graph.settings.config import RetryPolicy
+from pacore_graph.settings.config import ModelRetryPolicy
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 SYNTHESIS_START = "You are given a problem and a list of reference responses."
 EXPLORE_TOKENS = 10
 SYNTH_TOKENS = 100
-NO_RETRY = RetryPolicy(max_attempts=1)
+NO_RETRY = ModelRetryPolicy(max_attempts=1)
 
 # --------------------------------------------------------------------------- scripted model
 

@@ -24,9 +24,8 @@ import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+from pacore_graph import PaCoReConfig, aclose_chat_model, make_chat_model
 from pacore_graph.graphs.pacore_swe import run_swe
-from pacore_graph.llm.langchain_client import aclose_chat_model, make_chat_model
-from pacore_graph.settings.config import PaCoReConfig
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer, ScriptedToolCall
 
 HERE = Path(__file__).resolve().parent

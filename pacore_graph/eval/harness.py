@@ -39,7 +39,7 @@ from pacore_graph.graph.records import PaCoReResult
 from pacore_graph.llm.client import ChatClient
 from pacore_graph.otel.spans import TraceOptions
 from pacore_graph.runs.atomic import write_text_atomic
-from pacore_graph.runs.checkpoint import DEFAULT_DURABILITY, Durability
+from pacore_graph.runs.checkpoint import DEFAULT_DURABILITY, CheckpointDurability
 from pacore_graph.runs.fanout import Job, run_jobs
 from pacore_graph.runs.jsonl import iter_objects, open_append
 from pacore_graph.runs.private_files import private_dir
@@ -164,7 +164,7 @@ async def run_eval(
     meta: Mapping[str, Any] | None = None,
     tracing: TraceOptions | bool | None = None,
     checkpointer: Any = None,
-    durability: Durability = DEFAULT_DURABILITY,
+    durability: CheckpointDurability = DEFAULT_DURABILITY,
 ) -> EvalOutcome:
     """Run, grade and report; see the module docstring for files and resuming.
 

@@ -6,7 +6,7 @@ that failed is asked again in two halves, down to single samples, each with
 its own retries: against an upstream that trickles one byte a second the
 attempts and splits multiplied, and a run waited far past anything the
 timeout suggested. A :class:`CallDeadline` is started once per call
-(``RetryPolicy.call_seconds``: ``--call-deadline``, by default ``timeout x
+(``ModelRetryPolicy.call_seconds``: ``--call-deadline``, by default ``timeout x
 retries``) and shared by everything that call does: each attempt gets
 ``min(timeout, time left)``, no retry or split starts once it has passed,
 and the call then fails as ``kind="timeout"``, not retryable (so nothing

@@ -85,7 +85,7 @@ from pacore_graph.llm.transport import (
     sse_data,
     transport_errors,
 )
-from pacore_graph.settings.config import RetryPolicy, SamplingParams
+from pacore_graph.settings.config import ModelRetryPolicy, SamplingParams
 
 __all__ = [
     "API_KEY_ENV_VARS",
@@ -142,7 +142,7 @@ class OpenAICompatClient(PerSampleClient):
         model: str,
         *,
         api_key: str | None = None,
-        retry: RetryPolicy | None = None,
+        retry: ModelRetryPolicy | None = None,
         headers: Mapping[str, str] | None = None,
         connection_limit: int = 0,
         session_header: str | None = DEFAULT_SESSION_HEADER,
@@ -153,7 +153,7 @@ class OpenAICompatClient(PerSampleClient):
             raise ValueError("model must name the served model (e.g. the vLLM --model value)")
         self.base_url = base_url.rstrip("/")
         self.model = model
-        self.retry = retry or RetryPolicy()
+        self.retry = retry or ModelRetryPolicy()
         self._url = f"{self.base_url}/chat/completions"
         self._headers = {
             "Authorization": f"Bearer {resolve_api_key(api_key)}",

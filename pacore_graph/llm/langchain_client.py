@@ -59,7 +59,7 @@ from pacore_graph.llm.sampling import (
     with_seed,
 )
 from pacore_graph.llm.transport import retryable_status
-from pacore_graph.settings.config import RetryPolicy, SamplingParams
+from pacore_graph.settings.config import ModelRetryPolicy, SamplingParams
 
 __all__ = ["LangChainChatClient", "ReasoningChatOpenAI", "aclose_chat_model", "make_chat_model"]
 
@@ -219,7 +219,7 @@ def make_chat_model(
     *,
     api_key: str | None = None,
     sampling: SamplingParams | None = None,
-    retry: RetryPolicy | None = None,
+    retry: ModelRetryPolicy | None = None,
     aiohttp_transport: bool = True,
     **kwargs: Any,
 ) -> ReasoningChatOpenAI:
@@ -228,7 +228,7 @@ def make_chat_model(
     ``base_url`` is the server's ``/v1`` URL, e.g. ``http://localhost:8000/v1``.
     """
     sampling = sampling or SamplingParams()
-    retry = retry or RetryPolicy()
+    retry = retry or ModelRetryPolicy()
     extra: dict[str, Any] = {}
     hooks = {"response": [_cap_reply]}
     if "http_async_client" in kwargs:

@@ -49,7 +49,7 @@ from pacore_graph.llm.reply_limits import read_error_head
 from pacore_graph.llm.retry import asked_wait
 from pacore_graph.llm.sampling import PerSampleClient, SampleOutcome
 from pacore_graph.llm.session_header import DEFAULT_SESSION_HEADER
-from pacore_graph.settings.config import RetryPolicy, SamplingParams
+from pacore_graph.settings.config import ModelRetryPolicy, SamplingParams
 
 __all__ = ["MultiEndpointClient", "ReplicaStats", "chat_client_for"]
 
@@ -153,7 +153,7 @@ class MultiEndpointClient(PerSampleClient):
         model: str,
         *,
         api_key: str | None = None,
-        retry: RetryPolicy | None = None,
+        retry: ModelRetryPolicy | None = None,
         headers: Mapping[str, str] | None = None,
         health_interval: float = 1.0,
         health_timeout: float = 2.0,
@@ -167,8 +167,8 @@ class MultiEndpointClient(PerSampleClient):
         if health_interval <= 0 or health_timeout <= 0:
             raise ValueError("health_interval and health_timeout must be > 0")
         self.model = model
-        self.retry = retry or RetryPolicy()
-        single = RetryPolicy(max_attempts=1)
+        self.retry = retry or ModelRetryPolicy()
+        single = ModelRetryPolicy(max_attempts=1)
         self._replicas = [
             _Replica(
                 OpenAICompatClient(
@@ -472,7 +472,7 @@ def chat_client_for(
     model: str,
     *,
     api_key: str | None = None,
-    retry: RetryPolicy | None = None,
+    retry: ModelRetryPolicy | None = None,
     session_header: str | None = DEFAULT_SESSION_HEADER,
 ) -> OpenAICompatClient | MultiEndpointClient:
     """The direct client for one URL, the multi-endpoint client for several.

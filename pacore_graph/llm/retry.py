@@ -18,7 +18,7 @@ from typing import TypeVar
 
 from pacore_graph.errors import ModelCallError, UpstreamStatusError
 from pacore_graph.llm.call_deadline import CallDeadline
-from pacore_graph.settings.config import RetryPolicy
+from pacore_graph.settings.config import ModelRetryPolicy
 
 __all__ = ["asked_wait", "call_with_retry", "next_attempt"]
 
@@ -33,7 +33,7 @@ def asked_wait(exc: ModelCallError) -> float | None:
 def next_attempt(
     exc: ModelCallError,
     attempt: int,
-    policy: RetryPolicy,
+    policy: ModelRetryPolicy,
     deadline: CallDeadline,
     rng: random.Random,
     *,
@@ -64,7 +64,7 @@ async def call_with_retry(
     attempt_once: Callable[[float], Awaitable[T]],
     *,
     timeout: float,
-    policy: RetryPolicy,
+    policy: ModelRetryPolicy,
     deadline: CallDeadline,
     rng: random.Random,
     may_retry: Callable[[], bool] = lambda: True,

@@ -59,7 +59,7 @@ __all__ = [
     "LEGACY_MODULES",
     "RUN_CHECKPOINT_SUFFIX",
     "SERDE_ALLOWLIST",
-    "Durability",
+    "CheckpointDurability",
     "default_checkpoint_path",
     "open_checkpointer",
     "pacore_serde",
@@ -67,7 +67,11 @@ __all__ = [
     "with_pacore_types",
 ]
 
-Durability = Literal["sync", "async", "exit"]
+#: When LangGraph persists a step's checkpoint (the modes above). Not named
+#: ``Durability``: that is ``langgraph.types.Durability``, which a caller
+#: star-importing both would lose; the old name stays below for old imports.
+CheckpointDurability = Literal["sync", "async", "exit"]
+Durability = CheckpointDurability
 
 #: Dataset runs checkpoint with this durability, chosen from bench_core's figures
 #: (200 problems at ``high``, 7,400 samples, SQLite, 2-core machine; wall vs the
@@ -79,7 +83,7 @@ Durability = Literal["sync", "async", "exit"]
 #: checkpoint that was not saved yet. Before :func:`pacore_serde`'s fast path
 #: (LangGraph's msgpack hook runs ~15 type tests per record, one a slow runtime
 #: ``Protocol`` check) ``sync`` was 1.48x and 2.15x.
-DEFAULT_DURABILITY: Durability = "sync"
+DEFAULT_DURABILITY: CheckpointDurability = "sync"
 
 
 _POSTGRES_POOL = 8

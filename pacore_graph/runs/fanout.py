@@ -51,7 +51,7 @@ from langchain_core.runnables import RunnableConfig
 
 from pacore_graph.graph.journal import JOURNAL_CONFIG_KEY, ExplorerJournal, JournalScope
 from pacore_graph.graph.records import PaCoReResult
-from pacore_graph.runs.checkpoint import DEFAULT_DURABILITY, Durability, with_checkpointer
+from pacore_graph.runs.checkpoint import DEFAULT_DURABILITY, CheckpointDurability, with_checkpointer
 from pacore_graph.runs.store_guard import StoreError
 
 __all__ = ["Job", "OnDone", "run_jobs"]
@@ -78,7 +78,7 @@ async def run_jobs(
     *,
     max_in_flight: int,
     checkpointer: Any = None,
-    durability: Durability = DEFAULT_DURABILITY,
+    durability: CheckpointDurability = DEFAULT_DURABILITY,
     model_nodes: Collection[str] | None = None,
 ) -> None:
     """Run every job, at most ``max_in_flight`` at once; see the module docstring.
@@ -159,7 +159,7 @@ async def _journaled(graph: Any, journal: Any, job: Job) -> Any:
     return await graph.ainvoke(dict(job.state), config)
 
 
-async def _durable(graph: Any, saver: Any, job: Job, durability: Durability) -> Any:
+async def _durable(graph: Any, saver: Any, job: Job, durability: CheckpointDurability) -> Any:
     config: RunnableConfig = {"configurable": {"thread_id": job.thread_id}}
     snapshot = await graph.aget_state(config)
     if snapshot.values:

@@ -36,7 +36,7 @@ from typing import IO, Any
 
 from pacore_graph.graph.nodes import normalize_conversation
 from pacore_graph.graph.records import PaCoReResult
-from pacore_graph.runs.checkpoint import DEFAULT_DURABILITY, Durability
+from pacore_graph.runs.checkpoint import DEFAULT_DURABILITY, CheckpointDurability
 from pacore_graph.runs.fanout import Job, run_jobs
 from pacore_graph.runs.jsonl import BadLine, open_append, read_lines
 from pacore_graph.runs.private_files import private_dir
@@ -187,7 +187,7 @@ async def run_dataset(
     | None = None,
     progress_file: IO[str] | None = None,
     checkpointer: Any = None,
-    durability: Durability = DEFAULT_DURABILITY,
+    durability: CheckpointDurability = DEFAULT_DURABILITY,
     model_nodes: Collection[str] | None = None,
 ) -> RunSummary:
     """Run every record not already finished in ``output``; append one line per problem.

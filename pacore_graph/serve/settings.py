@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from pacore_graph.graph.compactor_registry import CompactorRegistry
 from pacore_graph.otel.spans import TraceOptions
-from pacore_graph.settings.config import PaCoReConfig, RetryPolicy, SamplingParams
+from pacore_graph.settings.config import ModelRetryPolicy, PaCoReConfig, SamplingParams
 from pacore_graph.settings.fields import SERVE_SETTINGS, SETTINGS
 from pacore_graph.settings.request_limits import RequestLimitError, RequestLimits
 
@@ -97,7 +97,7 @@ class ServeSettings:
     max_samples_in_flight: int = _ROWS["max_samples_in_flight"].default
     compactor: str = SETTINGS["compactor"].default
     sampling: SamplingParams = field(default_factory=SamplingParams)
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    retry: ModelRetryPolicy = field(default_factory=ModelRetryPolicy)
     retry_after_s: int = 1
     limits: RequestLimits = field(default_factory=RequestLimits)
     compactors: CompactorRegistry = field(default_factory=CompactorRegistry)

@@ -27,9 +27,9 @@ from pacore_graph.settings.rounds import (
 __all__ = [
     "MAX_ROUND_WIDTH",
     "PRESETS",
+    "ModelRetryPolicy",
     "PaCoReConfig",
     "PresetName",
-    "RetryPolicy",
     "SamplingParams",
 ]
 
@@ -95,7 +95,7 @@ class SamplingParams(_Frozen):
         return body
 
 
-class RetryPolicy(_Frozen):
+class ModelRetryPolicy(_Frozen):
     """Retries with exponential backoff for 429, 5xx and connection errors.
 
     Other 4xx answers (a bad request, an unknown model) are not retried: they
@@ -139,6 +139,11 @@ class RetryPolicy(_Frozen):
         return base * (1.0 - self.jitter * draw)
 
 
+#: The old name (it clashed with ``langgraph.types.RetryPolicy`` in a star
+#: import beside LangGraph's names); kept for code that imports it from here.
+RetryPolicy = ModelRetryPolicy
+
+
 class PaCoReConfig(_Frozen):
     """One PaCoRe run's shape.
 
@@ -154,7 +159,7 @@ class PaCoReConfig(_Frozen):
     rounds: tuple[RoundItem, ...] = config_field("rounds", min_length=1)
     final: Round | None = config_field("final")
     sampling: SamplingParams = Field(default_factory=SamplingParams)
-    retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    retry: ModelRetryPolicy = Field(default_factory=ModelRetryPolicy)
     shuffle_seed: int | None = config_field("shuffle_seed")
     reference_order: Literal["public", "compacted"] = config_field("reference_order")
     max_concurrency: int = config_field("max_concurrency")

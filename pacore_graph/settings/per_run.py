@@ -91,7 +91,7 @@ class SettingsError(PaCoReError, ValueError):
     A ``ValueError`` too, because LangGraph catches it as one: its API server
     (``langgraph dev``, the platform) tells a client the message of a builtin
     error only (others become "An internal error occurred"), and a bad
-    ``context`` is the client's to fix; its ``RetryPolicy`` does not retry one.
+    ``context`` is the client's to fix; its ``ModelRetryPolicy`` does not retry one.
     """
 
 

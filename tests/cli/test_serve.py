@@ -35,8 +35,8 @@ def test_call_deadline_and_retries_reach_the_servers_retry_policy(started: list[
 
 
 def test_without_the_flags_the_policy_keeps_its_defaults(started: list[Any]) -> None:
-    from pacore_graph.settings.config import RetryPolicy
+    from pacore_graph.settings.config import ModelRetryPolicy
 
     assert main(["serve", "--upstream", "http://127.0.0.1:1/v1", "--model", "m"]) == 0
     (settings,) = started
-    assert settings.retry == RetryPolicy()
+    assert settings.retry == ModelRetryPolicy()

@@ -25,7 +25,7 @@ from pacore_graph.eval.methods import (
 from pacore_graph.graph.builder import ainvoke_pacore
 from pacore_graph.llm.client import OpenAICompatClient
 from pacore_graph.runs.runner import read_dataset
-from pacore_graph.settings.config import PaCoReConfig, RetryPolicy, SamplingParams
+from pacore_graph.settings.config import ModelRetryPolicy, PaCoReConfig, SamplingParams
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
 
 PROBLEMS = easy_arithmetic_problems(3, seed=1)
@@ -94,8 +94,12 @@ async def test_eval_runs_rsa_and_deepconf_beside_majority_with_one_accounting(
     methods = "majority:4,rsa:4,2,2,deepconf:4,deepconf-online:4"
     out = tmp_path / "eval"
     async with ScriptedServer(respond) as srv:
-        client = OpenAICompatClient(srv.base_url, "scripted", retry=RetryPolicy(max_attempts=1))
-        config = PaCoReConfig(retry=RetryPolicy(max_attempts=1), sampling=SamplingParams(seed=BASE))
+        client = OpenAICompatClient(
+            srv.base_url, "scripted", retry=ModelRetryPolicy(max_attempts=1)
+        )
+        config = PaCoReConfig(
+            retry=ModelRetryPolicy(max_attempts=1), sampling=SamplingParams(seed=BASE)
+        )
         outcome = await run_eval(
             records, parse_methods(methods), client, config=config, out_dir=out, progress=False
         )
@@ -167,14 +171,16 @@ def test_method_settings_name_what_the_listed_methods_read() -> None:
 
 async def test_build_method_graph_hands_each_family_its_settings_from_the_config() -> None:
     config = PaCoReConfig(
-        retry=RetryPolicy(max_attempts=1),
+        retry=ModelRetryPolicy(max_attempts=1),
         sampling=SamplingParams(seed=BASE),
         rsa_final="aggregate",
         reference_filter="confidence:0.5",
         deepconf_window=4,
     )
     async with ScriptedServer(respond) as srv:
-        client = OpenAICompatClient(srv.base_url, "scripted", retry=RetryPolicy(max_attempts=1))
+        client = OpenAICompatClient(
+            srv.base_url, "scripted", retry=ModelRetryPolicy(max_attempts=1)
+        )
 
         async def run(spec: str) -> tuple[Any, list[Any]]:
             srv.requests.clear()

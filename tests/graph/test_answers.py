@@ -35,7 +35,7 @@ from pacore_graph.graph.records import Trajectory
 from pacore_graph.llm.client import OpenAICompatClient
 from pacore_graph.rl.rewards import PaCoReReward
 from pacore_graph.runs.runner import read_dataset
-from pacore_graph.settings.config import PaCoReConfig, RetryPolicy
+from pacore_graph.settings.config import ModelRetryPolicy, PaCoReConfig
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
 
 # (problem, response, ground truth, the expression the response restates)
@@ -243,7 +243,7 @@ async def test_eval_scores_a_restating_model_zero(tmp_path: Path) -> None:
     write_jsonl(problems, path)
     records, errors = read_dataset(path)
     assert errors == []
-    retry = RetryPolicy(max_attempts=1)
+    retry = ModelRetryPolicy(max_attempts=1)
     async with ScriptedServer(respond) as srv:
         client = OpenAICompatClient(srv.base_url, "scripted", retry=retry)
         try:

@@ -44,15 +44,15 @@ from typing_extensions import TypedDict
 
 from pacore_graph import (
     ExploreTask,
+    ModelRetryPolicy,
     PaCoReConfig,
     PaCoReResult,
-    RetryPolicy,
     Round,
     RoundFailedError,
-    SequenceLimiter,
     Trajectory,
     build_pacore_graph,
 )
+from pacore_graph.control.limits import SequenceLimiter
 from pacore_graph.graph.builder import chat_explorer
 from pacore_graph.graph.checkpoint_types import pacore_serde
 from pacore_graph.graph.messages_explorer import round_sampling
@@ -69,7 +69,7 @@ from pacore_graph.settings.config import SamplingParams
 from pacore_graph.settings.per_run import RunSettings
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
 
-ONE_TRY = RetryPolicy(max_attempts=1)
+ONE_TRY = ModelRetryPolicy(max_attempts=1)
 QUESTION = "What is 17 + 25?"
 SYNTHESIS = "Reference Responses"
 

@@ -27,10 +27,10 @@ from pacore_graph.graph.records import Trajectory
 from pacore_graph.graph.seeds import explorer_seed
 from pacore_graph.llm.batching import SampleBatcher
 from pacore_graph.llm.client import OpenAICompatClient
-from pacore_graph.settings.config import RetryPolicy, SamplingParams
+from pacore_graph.settings.config import ModelRetryPolicy, SamplingParams
 from pacore_graph.testing import ScriptedRequest, ScriptedServer
 
-ONE_TRY = RetryPolicy(max_attempts=1)
+ONE_TRY = ModelRetryPolicy(max_attempts=1)
 PARAMS = SamplingParams(max_tokens=64)
 
 

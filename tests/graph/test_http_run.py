@@ -31,7 +31,7 @@ from pacore_graph.graph.records import PaCoReResult
 from pacore_graph.graph.seeds import explorer_seed
 from pacore_graph.llm.client import OpenAICompatClient
 from pacore_graph.llm.langchain_client import LangChainChatClient, make_chat_model
-from pacore_graph.settings.config import RetryPolicy, SamplingParams
+from pacore_graph.settings.config import ModelRetryPolicy, SamplingParams
 from pacore_graph.testing import (
     LoggedRequest,
     ScriptedReply,
@@ -40,7 +40,7 @@ from pacore_graph.testing import (
     count_tokens,
 )
 
-FAST_RETRY = RetryPolicy(max_attempts=2, initial_backoff=0.001, max_backoff=0.01)
+FAST_RETRY = ModelRetryPolicy(max_attempts=2, initial_backoff=0.001, max_backoff=0.01)
 QUESTION = "How many primes are below 20?"
 REF_RE = re.compile(r"^Reference (\d+):$", re.M)
 

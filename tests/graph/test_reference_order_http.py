@@ -17,11 +17,11 @@ import pytest
 from pacore_graph import PaCoReConfig, ainvoke_pacore, build_pacore_graph
 from pacore_graph.graph.prompts import render_synthesis
 from pacore_graph.llm.client import OpenAICompatClient
-from pacore_graph.settings.config import RetryPolicy
+from pacore_graph.settings.config import ModelRetryPolicy
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
 
 QUESTION = "What is 54 - 6?"
-FAST_RETRY = RetryPolicy(max_attempts=1, initial_backoff=0.001, max_backoff=0.01)
+FAST_RETRY = ModelRetryPolicy(max_attempts=1, initial_backoff=0.001, max_backoff=0.01)
 # seed -> (reasoning, conclusion): raw lengths 100 < 101 < 102 < 104 order by reasoning,
 # conclusions the other way; seed 103 fails, seed 105 thinks and concludes nothing.
 SCRIPT = {

@@ -17,7 +17,7 @@ from pacore_graph import PaCoReConfig, ainvoke_pacore, build_pacore_graph
 from pacore_graph.cli import main
 from pacore_graph.graph.records import PaCoReResult
 from pacore_graph.llm.client import OpenAICompatClient
-from pacore_graph.settings.config import RetryPolicy, SamplingParams
+from pacore_graph.settings.config import ModelRetryPolicy, SamplingParams
 from pacore_graph.testing import (
     LengthModel,
     ScriptedReply,
@@ -26,7 +26,7 @@ from pacore_graph.testing import (
     ThroughputServer,
 )
 
-FAST_RETRY = RetryPolicy(max_attempts=1)
+FAST_RETRY = ModelRetryPolicy(max_attempts=1)
 SLOW_S = 2.0
 
 

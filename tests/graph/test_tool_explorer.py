@@ -27,7 +27,7 @@ from pacore_graph.graph.records import Trajectory
 from pacore_graph.graph.tool_explorer import build_tool_explorer, static_tools
 from pacore_graph.llm.langchain_client import aclose_chat_model, make_chat_model
 from pacore_graph.otel.spans import TraceOptions
-from pacore_graph.settings.config import RetryPolicy
+from pacore_graph.settings.config import ModelRetryPolicy
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer, ScriptedToolCall
 from pacore_graph.testing.fake_client import FakeChatClient
 
@@ -147,7 +147,7 @@ async def test_a_failed_model_step_has_the_status_as_error_type(
         return 500 if req.seed == 12 and after_tool else None
 
     async with ScriptedServer(respond, model="tm", fail_when=second_step_of_seed_12) as srv:
-        chat = make_chat_model(srv.base_url, "tm", retry=RetryPolicy(max_attempts=1))
+        chat = make_chat_model(srv.base_url, "tm", retry=ModelRetryPolicy(max_attempts=1))
         graph = build_pacore_graph(
             explorer=build_tool_explorer(chat, static_tools([add])),
             config=PaCoReConfig(rounds=[2], sampling={"seed": 11}),

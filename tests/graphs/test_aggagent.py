@@ -40,7 +40,7 @@ from pacore_graph.graphs.aggagent import (
 )
 from pacore_graph.llm.client import OpenAICompatClient
 from pacore_graph.otel.spans import TraceOptions
-from pacore_graph.settings.config import PaCoReConfig, RetryPolicy, SamplingParams
+from pacore_graph.settings.config import ModelRetryPolicy, PaCoReConfig, SamplingParams
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer, ScriptedToolCall
 from pacore_graph.testing.scripted_server import count_tokens
 from pacore_graph.tools.trajectories import TrajectoryToolLimits
@@ -110,7 +110,7 @@ def agent_model(req: ScriptedRequest) -> ScriptedReply:
 @pytest.fixture
 async def client() -> AsyncIterator[tuple[ScriptedServer, OpenAICompatClient]]:
     async with ScriptedServer(agent_model) as srv:
-        c = OpenAICompatClient(srv.base_url, "scripted", retry=RetryPolicy(max_attempts=1))
+        c = OpenAICompatClient(srv.base_url, "scripted", retry=ModelRetryPolicy(max_attempts=1))
         try:
             yield srv, c
         finally:
@@ -213,7 +213,7 @@ async def test_out_of_tool_steps_the_agent_is_asked_to_answer() -> None:
 
 async def test_a_failed_model_call_fails_the_agent() -> None:
     async with ScriptedServer(agent_model, fail_when=lambda req: 400) as srv:
-        c = OpenAICompatClient(srv.base_url, "scripted", retry=RetryPolicy(max_attempts=1))
+        c = OpenAICompatClient(srv.base_url, "scripted", retry=ModelRetryPolicy(max_attempts=1))
         try:
             with pytest.raises(AggregatorAgentError, match="HTTP 400"):
                 await build_aggregator_agent(c).ainvoke(contract_input())
@@ -369,13 +369,15 @@ AGENT_DOWN = AgentDown()
 @pytest.fixture
 async def method_client(method_server: ScriptedServer) -> AsyncIterator[OpenAICompatClient]:
     method_server.reset_log()
-    c = OpenAICompatClient(method_server.base_url, "scripted", retry=RetryPolicy(max_attempts=1))
+    c = OpenAICompatClient(
+        method_server.base_url, "scripted", retry=ModelRetryPolicy(max_attempts=1)
+    )
     yield c
     await c.aclose()
 
 
 def seeded() -> PaCoReConfig:
-    return PaCoReConfig(sampling=SamplingParams(seed=SEED), retry=RetryPolicy(max_attempts=1))
+    return PaCoReConfig(sampling=SamplingParams(seed=SEED), retry=ModelRetryPolicy(max_attempts=1))
 
 
 async def test_aggagent_runs_n_explorers_in_one_request_then_the_agent(

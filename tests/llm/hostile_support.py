@@ -14,10 +14,10 @@ from typing import Any
 from pacore_graph.errors import ModelCallError
 from pacore_graph.llm.client import OpenAICompatClient
 from pacore_graph.llm.sampling import SampleOutcome
-from pacore_graph.settings.config import RetryPolicy, SamplingParams
+from pacore_graph.settings.config import ModelRetryPolicy, SamplingParams
 from pacore_graph.testing.hostile_upstream import HostileServer, marker
 
-FAST = RetryPolicy(max_attempts=4, initial_backoff=0.001, max_backoff=0.01)
+FAST = ModelRetryPolicy(max_attempts=4, initial_backoff=0.001, max_backoff=0.01)
 
 
 SMALL = SamplingParams(max_tokens=16, timeout=30)
@@ -34,7 +34,7 @@ def ask(attack: str) -> list[dict[str, Any]]:
 
 @contextlib.asynccontextmanager
 async def hostile(
-    retry: RetryPolicy = FAST, **kwargs: Any
+    retry: ModelRetryPolicy = FAST, **kwargs: Any
 ) -> AsyncIterator[tuple[HostileServer, OpenAICompatClient]]:
     async with HostileServer(**kwargs) as server:
         client = OpenAICompatClient(server.base_url, "m", retry=retry)

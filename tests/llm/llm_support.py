@@ -16,10 +16,10 @@ from aiohttp import web
 
 from pacore_graph.llm.client import OpenAICompatClient
 from pacore_graph.llm.langchain_client import LangChainChatClient, make_chat_model
-from pacore_graph.settings.config import RetryPolicy, SamplingParams
+from pacore_graph.settings.config import ModelRetryPolicy, SamplingParams
 from pacore_graph.testing import ScriptedReply, ScriptedRequest
 
-FAST_RETRY = RetryPolicy(max_attempts=4, initial_backoff=0.001, max_backoff=0.01)
+FAST_RETRY = ModelRetryPolicy(max_attempts=4, initial_backoff=0.001, max_backoff=0.01)
 
 
 PARAMS = SamplingParams()

@@ -15,7 +15,7 @@ from hostile_support import FAST, ask, errors, hostile
 from pacore_graph.errors import UpstreamStatusError
 from pacore_graph.llm.call_deadline import CallDeadline
 from pacore_graph.llm.multi_client import MultiEndpointClient
-from pacore_graph.settings.config import RetryPolicy, SamplingParams
+from pacore_graph.settings.config import ModelRetryPolicy, SamplingParams
 from pacore_graph.testing.hostile_upstream import HostileServer
 
 FAR = 3600.0
@@ -68,7 +68,7 @@ async def test_a_trickling_upstream_is_cut_by_the_call_deadline_not_multiplied()
 
 async def test_an_explicit_call_deadline_bounds_a_trickling_stream() -> None:
     params = SamplingParams(max_tokens=16, timeout=0.2)
-    retry = RetryPolicy(max_attempts=20, initial_backoff=0.001, max_backoff=0.01, deadline=0.5)
+    retry = ModelRetryPolicy(max_attempts=20, initial_backoff=0.001, max_backoff=0.01, deadline=0.5)
     async with hostile(drip_interval=0.05, retry=retry) as (server, client):
         got = [o async for o in client.stream_each(ask("sse_slow"), n=2, params=params)]
     assert {e.kind for e in errors([o for _, o in got])} == {"timeout"}

@@ -26,7 +26,7 @@ from pacore_graph.llm.choice_stream import ChoiceStream
 from pacore_graph.llm.client import OpenAICompatClient
 from pacore_graph.llm.multi_client import MultiEndpointClient
 from pacore_graph.llm.sampling import SampleOutcome
-from pacore_graph.settings.config import RetryPolicy, SamplingParams
+from pacore_graph.settings.config import ModelRetryPolicy, SamplingParams
 from pacore_graph.testing import (
     LengthModel,
     ScriptedReply,
@@ -36,7 +36,7 @@ from pacore_graph.testing import (
 )
 from pacore_graph.testing.fake_client import FakeChatClient
 
-ONE_TRY = RetryPolicy(max_attempts=1)
+ONE_TRY = ModelRetryPolicy(max_attempts=1)
 PARAMS = SamplingParams()
 PROMPT = [{"role": "user", "content": "What is 2 + 2?"}]
 
@@ -147,7 +147,9 @@ async def test_an_error_mid_stream_fails_the_unfinished_samples_only() -> None:
         return "never sent"
 
     async with ScriptedServer(second_breaks) as srv:
-        client = OpenAICompatClient(srv.base_url, "scripted", retry=RetryPolicy(max_attempts=3))
+        client = OpenAICompatClient(
+            srv.base_url, "scripted", retry=ModelRetryPolicy(max_attempts=3)
+        )
         try:
             got = dict(await collect(client, 3))
         finally:
@@ -165,7 +167,7 @@ async def test_an_error_mid_stream_fails_the_unfinished_samples_only() -> None:
 async def test_a_failure_before_any_sample_is_retried() -> None:
     async with ScriptedServer(by_index, fail_first=1) as srv:
         client = OpenAICompatClient(
-            srv.base_url, "scripted", retry=RetryPolicy(max_attempts=2, initial_backoff=0.01)
+            srv.base_url, "scripted", retry=ModelRetryPolicy(max_attempts=2, initial_backoff=0.01)
         )
         try:
             got = dict(await collect(client, 2))
@@ -423,7 +425,9 @@ async def test_a_bad_request_fails_every_sample_without_retries() -> None:
         return 400
 
     async with ScriptedServer(by_index, fail_when=bad) as srv:
-        client = OpenAICompatClient(srv.base_url, "scripted", retry=RetryPolicy(max_attempts=3))
+        client = OpenAICompatClient(
+            srv.base_url, "scripted", retry=ModelRetryPolicy(max_attempts=3)
+        )
         try:
             got = dict(await collect(client, 2))
         finally:

@@ -15,7 +15,7 @@ from pacore_graph.control.confidence import WindowConfidence
 from pacore_graph.graph.records import Completion
 from pacore_graph.llm.choice_stream import STOPPED, ChoiceStream
 from pacore_graph.llm.client import OpenAICompatClient
-from pacore_graph.settings.config import RetryPolicy, SamplingParams
+from pacore_graph.settings.config import ModelRetryPolicy, SamplingParams
 from pacore_graph.testing import LengthModel, ScriptedReply, ScriptedRequest, ThroughputServer
 
 PROMPT = [{"role": "user", "content": "What is 2 + 2?"}]
@@ -56,7 +56,7 @@ async def test_a_stopped_choice_is_reported_dropped_with_its_tokens_and_cancelle
     async with ThroughputServer(
         falters, throughput=2_000, per_sequence_cap=2_000, lengths=lengths, stream_chunk_tokens=8
     ) as srv:
-        client = OpenAICompatClient(srv.base_url, "t", retry=RetryPolicy(max_attempts=1))
+        client = OpenAICompatClient(srv.base_url, "t", retry=ModelRetryPolicy(max_attempts=1))
         try:
             got = [
                 item
@@ -83,7 +83,7 @@ async def test_in_an_n_request_the_stopped_choice_ends_early_and_the_other_runs_
     async with ThroughputServer(
         falters, throughput=20_000, per_sequence_cap=20_000, lengths=lengths, stream_chunk_tokens=8
     ) as srv:
-        client = OpenAICompatClient(srv.base_url, "t", retry=RetryPolicy(max_attempts=1))
+        client = OpenAICompatClient(srv.base_url, "t", retry=ModelRetryPolicy(max_attempts=1))
         try:
             got = [
                 item

@@ -35,7 +35,7 @@ from llm_support import (
 from pacore_graph.errors import ModelCallError, UpstreamTransportError
 from pacore_graph.graph.records import Completion
 from pacore_graph.llm.client import ChatClient, OpenAICompatClient
-from pacore_graph.settings.config import RetryPolicy, SamplingParams
+from pacore_graph.settings.config import ModelRetryPolicy, SamplingParams
 from pacore_graph.testing import (
     DISCONNECT_STATUS,
     ScriptedRequest,
@@ -146,7 +146,7 @@ async def test_fail_first_two_succeeds_on_third_attempt() -> None:
 
 
 async def test_fail_first_beyond_max_attempts_gives_up() -> None:
-    retry = RetryPolicy(max_attempts=2, initial_backoff=0.0)
+    retry = ModelRetryPolicy(max_attempts=2, initial_backoff=0.0)
     async with (
         ScriptedServer(graded, fail_first=5) as srv,
         direct(srv.base_url, retry=retry) as client,
@@ -197,7 +197,7 @@ async def test_disconnect_is_retried_then_recovers() -> None:
 
 
 async def test_disconnect_every_time_raises_with_the_url() -> None:
-    retry = RetryPolicy(max_attempts=3, initial_backoff=0.001)
+    retry = ModelRetryPolicy(max_attempts=3, initial_backoff=0.001)
     async with (
         ScriptedServer(graded, fail_when=lambda req: 500, failure_mode="disconnect") as srv,
         direct(srv.base_url, retry=retry) as client,
@@ -213,7 +213,7 @@ async def test_disconnect_every_time_raises_with_the_url() -> None:
 
 async def test_unreachable_server_cannot_reach() -> None:
     url = f"http://127.0.0.1:{closed_port()}/v1"
-    retry = RetryPolicy(max_attempts=2, initial_backoff=0.001)
+    retry = ModelRetryPolicy(max_attempts=2, initial_backoff=0.001)
     async with direct(url, retry=retry) as client:
         with pytest.raises(ModelCallError) as info:
             await client.complete(user("anyone?"), params=PARAMS)

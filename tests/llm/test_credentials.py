@@ -12,7 +12,7 @@ from llm_support import BOTH, PARAMS, SECRET, ClientFactory, closed_port, direct
 
 from pacore_graph.errors import ModelCallError
 from pacore_graph.llm.credentials import API_KEY_ENV_VARS, resolve_api_key
-from pacore_graph.settings.config import RetryPolicy
+from pacore_graph.settings.config import ModelRetryPolicy
 from pacore_graph.testing import ScriptedServer
 
 
@@ -69,7 +69,7 @@ async def test_api_key_from_environment(monkeypatch: pytest.MonkeyPatch) -> None
 
 @pytest.mark.parametrize("status", [401, 400, 503])
 async def test_api_key_never_in_error_messages(status: int) -> None:
-    retry = RetryPolicy(max_attempts=2, initial_backoff=0.0)
+    retry = ModelRetryPolicy(max_attempts=2, initial_backoff=0.0)
     async with (
         ScriptedServer(graded, fail_when=lambda req: status) as srv,
         direct(srv.base_url, api_key=SECRET, retry=retry) as client,
@@ -84,7 +84,7 @@ async def test_api_key_never_in_error_messages(status: int) -> None:
 
 async def test_api_key_not_in_connection_error() -> None:
     url = f"http://127.0.0.1:{closed_port()}/v1"
-    async with direct(url, api_key=SECRET, retry=RetryPolicy(max_attempts=1)) as client:
+    async with direct(url, api_key=SECRET, retry=ModelRetryPolicy(max_attempts=1)) as client:
         with pytest.raises(ModelCallError) as info:
             await client.complete(user("k"), params=PARAMS)
     assert "cannot reach" in str(info.value)

@@ -23,7 +23,7 @@ from pacore_graph.llm.langchain_client import (
     ReasoningChatOpenAI,
     make_chat_model,
 )
-from pacore_graph.settings.config import RetryPolicy
+from pacore_graph.settings.config import ModelRetryPolicy
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
 from pacore_graph.testing.hostile_upstream import HostileServer
 
@@ -57,7 +57,7 @@ async def test_plain_chat_openai_drops_reasoning_ours_keeps_it(mode: str) -> Non
 async def test_langchain_400_is_not_retried() -> None:
     async with (
         ScriptedServer(graded, fail_when=lambda req: 400) as srv,
-        langchain(srv.base_url, retry=RetryPolicy(max_attempts=4)) as client,
+        langchain(srv.base_url, retry=ModelRetryPolicy(max_attempts=4)) as client,
     ):
         with pytest.raises(ModelCallError) as info:
             await client.complete(user("bad"), params=PARAMS)
@@ -69,7 +69,7 @@ async def test_langchain_retries_a_500() -> None:
     # The openai SDK does the retrying here (its own ~0.5 s backoff).
     async with (
         ScriptedServer(graded, fail_first=1) as srv,
-        langchain(srv.base_url, retry=RetryPolicy(max_attempts=2)) as client,
+        langchain(srv.base_url, retry=ModelRetryPolicy(max_attempts=2)) as client,
     ):
         (c,) = await client.complete(user("again"), params=PARAMS)
         assert c.content.startswith("again/0")
@@ -78,7 +78,7 @@ async def test_langchain_retries_a_500() -> None:
 
 async def test_langchain_unreachable_server_raises_model_call_error() -> None:
     url = f"http://127.0.0.1:{closed_port()}/v1"
-    async with langchain(url, retry=RetryPolicy(max_attempts=1)) as client:
+    async with langchain(url, retry=ModelRetryPolicy(max_attempts=1)) as client:
         with pytest.raises(ModelCallError, match=r"Connection|Timeout") as info:
             await client.complete(user("anyone?"), params=PARAMS)
     # With the aiohttp transport the SDK reports a refused connection as
@@ -125,7 +125,7 @@ async def test_the_langchain_client_reads_bounded_and_refuses_malformed_answers(
 ) -> None:
     async with HostileServer(size=HUGE) as server:
         chat = make_chat_model(
-            server.base_url, "m", sampling=SMALL, retry=RetryPolicy(max_attempts=1)
+            server.base_url, "m", sampling=SMALL, retry=ModelRetryPolicy(max_attempts=1)
         )
         client = LangChainChatClient(chat)
         try:

@@ -19,12 +19,12 @@ from pacore_graph.errors import InvalidPromptError, ModelCallError
 from pacore_graph.graph.builder import ainvoke_pacore
 from pacore_graph.llm.client import ChatClient, OpenAICompatClient
 from pacore_graph.llm.multi_client import MultiEndpointClient, chat_client_for
-from pacore_graph.settings.config import RetryPolicy, SamplingParams
+from pacore_graph.settings.config import ModelRetryPolicy, SamplingParams
 from pacore_graph.testing import ScriptedRequest, ScriptedServer
 from pacore_graph.testing.hostile_upstream import HostileServer
 
 PARAMS = SamplingParams()
-FAST = RetryPolicy(max_attempts=4, initial_backoff=0.001, max_backoff=0.01)
+FAST = ModelRetryPolicy(max_attempts=4, initial_backoff=0.001, max_backoff=0.01)
 
 
 def user(text: str) -> list[dict[str, Any]]:

@@ -28,7 +28,7 @@ from pacore_graph.llm.reply_limits import (
     UNSET_MAX_TOKENS,
     reply_cap,
 )
-from pacore_graph.settings.config import RetryPolicy, SamplingParams
+from pacore_graph.settings.config import ModelRetryPolicy, SamplingParams
 
 # --------------------------------------------------------------------------- the cap
 
@@ -119,7 +119,7 @@ async def test_an_answer_just_under_its_cap_is_read() -> None:
 
 async def test_a_huge_error_body_is_read_only_to_its_head() -> None:
     async with hostile(size=HUGE) as (server, client):
-        one = RetryPolicy(max_attempts=1)
+        one = ModelRetryPolicy(max_attempts=1)
         client.retry = one
         (error,) = errors(await client.complete_each(ask("huge_error"), n=1, params=SMALL))
     assert error.kind == "status" and error.status == 500

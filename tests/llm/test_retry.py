@@ -20,11 +20,11 @@ from pacore_graph.errors import ModelCallError, UpstreamStatusError, UpstreamTra
 from pacore_graph.llm.call_deadline import CallDeadline
 from pacore_graph.llm.client import OpenAICompatClient
 from pacore_graph.llm.retry import asked_wait, call_with_retry, next_attempt
-from pacore_graph.settings.config import RetryPolicy, SamplingParams
+from pacore_graph.settings.config import ModelRetryPolicy, SamplingParams
 from pacore_graph.testing import ScriptedServer
 
 PARAMS = SamplingParams()
-NO_WAIT = RetryPolicy(max_attempts=3, initial_backoff=0.0, max_backoff=0.0, jitter=0.0)
+NO_WAIT = ModelRetryPolicy(max_attempts=3, initial_backoff=0.0, max_backoff=0.0, jitter=0.0)
 LONG = CallDeadline.start(3600.0)
 
 
@@ -33,7 +33,7 @@ def user(text: str) -> list[dict[str, Any]]:
 
 
 @asynccontextmanager
-async def direct(url: str, retry: RetryPolicy) -> AsyncIterator[OpenAICompatClient]:
+async def direct(url: str, retry: ModelRetryPolicy) -> AsyncIterator[OpenAICompatClient]:
     client = OpenAICompatClient(url, "scripted", retry=retry)
     try:
         yield client
@@ -51,7 +51,7 @@ def busy(retry_after: float | None = None) -> ModelCallError:
 
 @pytest.mark.parametrize("attempt", [1, 2, 3, 6])
 def test_backoff_is_jittered_within_bounds_derived_from_the_policy(attempt: int) -> None:
-    policy = RetryPolicy(initial_backoff=1.0, max_backoff=8.0, multiplier=2.0, jitter=0.5)
+    policy = ModelRetryPolicy(initial_backoff=1.0, max_backoff=8.0, multiplier=2.0, jitter=0.5)
     base = policy.backoff(attempt)
     grown = policy.initial_backoff * policy.multiplier ** (attempt - 1)
     assert base == min(policy.max_backoff, grown)
@@ -62,7 +62,7 @@ def test_backoff_is_jittered_within_bounds_derived_from_the_policy(attempt: int)
 
 
 def test_backoff_is_jittered_and_bounded() -> None:
-    policy = RetryPolicy(initial_backoff=1.0, max_backoff=8.0, jitter=0.5)
+    policy = ModelRetryPolicy(initial_backoff=1.0, max_backoff=8.0, jitter=0.5)
     rng = random.Random(0)
     base = policy.backoff(2)
     delays = [policy.delay(2, rng=rng) for _ in range(200)]
@@ -72,14 +72,14 @@ def test_backoff_is_jittered_and_bounded() -> None:
     after = [policy.delay(1, retry_after=retry_after, rng=rng) for _ in range(50)]
     top = retry_after + policy.jitter * policy.backoff(1)
     assert all(retry_after <= d <= top for d in after) and len(set(after)) > 1
-    assert RetryPolicy(jitter=0.0).delay(3) == RetryPolicy().backoff(3)
+    assert ModelRetryPolicy(jitter=0.0).delay(3) == ModelRetryPolicy().backoff(3)
     ceiling = policy.max_retry_after + policy.jitter * policy.backoff(1)
     assert policy.delay(1, retry_after=1e6) <= ceiling
 
 
 @pytest.mark.parametrize("asked", [1e6, 3601.0])
 def test_retry_after_is_capped_at_the_policys_longest(asked: float) -> None:
-    policy = RetryPolicy(max_retry_after=30.0, jitter=0.5)
+    policy = ModelRetryPolicy(max_retry_after=30.0, jitter=0.5)
     rng = random.Random(1)
     delays = [policy.delay(1, retry_after=asked, rng=rng) for _ in range(50)]
     ceiling = policy.max_retry_after + policy.jitter * policy.backoff(1)
@@ -90,13 +90,13 @@ def test_retry_after_is_capped_at_the_policys_longest(asked: float) -> None:
 
 
 def test_a_retryable_error_gets_a_wait_and_its_attempt_count() -> None:
-    policy = RetryPolicy(max_attempts=3, initial_backoff=0.5, jitter=0.0)
+    policy = ModelRetryPolicy(max_attempts=3, initial_backoff=0.5, jitter=0.0)
     exc, wait = next_attempt(busy(), 1, policy, LONG, random.Random(0))
     assert wait == policy.backoff(1) and exc.attempts == 1
 
 
 def test_the_servers_retry_after_is_the_wait() -> None:
-    policy = RetryPolicy(max_attempts=3, jitter=0.0)
+    policy = ModelRetryPolicy(max_attempts=3, jitter=0.0)
     _, wait = next_attempt(busy(retry_after=2.0), 1, policy, LONG, random.Random(0))
     assert wait == 2.0
 
@@ -106,7 +106,7 @@ def test_only_a_status_error_asks_for_a_wait() -> None:
     assert asked_wait(busy(retry_after=2.0)) == 2.0 and asked_wait(busy()) is None
     cut = UpstreamTransportError("cannot reach u", retryable=True)
     assert not hasattr(cut, "retry_after") and asked_wait(cut) is None
-    policy = RetryPolicy(max_attempts=3, jitter=0.0)
+    policy = ModelRetryPolicy(max_attempts=3, jitter=0.0)
     assert next_attempt(cut, 1, policy, LONG, random.Random(0))[1] == policy.backoff(1)
 
 
@@ -128,7 +128,7 @@ def test_an_error_that_may_not_be_retried_is_final_at_once() -> None:
 def test_a_wait_past_the_deadline_gives_up_as_final() -> None:
     """The server asks for longer than the call has left: not waited for, not retried above."""
     deadline = CallDeadline.start(60.0)
-    policy = RetryPolicy(max_attempts=5, max_retry_after=3600.0, jitter=0.0)
+    policy = ModelRetryPolicy(max_attempts=5, max_retry_after=3600.0, jitter=0.0)
     exc, wait = next_attempt(busy(retry_after=3600.0), 1, policy, deadline, random.Random(0))
     assert wait is None and not exc.retryable
     assert f"call deadline of {deadline.seconds:g}s reached" in str(exc)
@@ -201,7 +201,7 @@ async def test_retry_after_is_honoured() -> None:
     # The server asks for 30 s; the call may take 5 s in all. A client that
     # honours Retry-After cannot wait that long and gives up after one request;
     # one that used its own 1 ms backoff instead would retry and succeed.
-    policy = RetryPolicy(max_attempts=2, initial_backoff=0.001, max_backoff=0.001, deadline=5)
+    policy = ModelRetryPolicy(max_attempts=2, initial_backoff=0.001, max_backoff=0.001, deadline=5)
     async with (
         ScriptedServer(fail_first=1, failure_status=429, retry_after=30) as srv,
         direct(srv.base_url, policy) as client,
@@ -213,7 +213,7 @@ async def test_retry_after_is_honoured() -> None:
 
 
 async def test_a_short_retry_after_is_waited_out_and_retried() -> None:
-    policy = RetryPolicy(max_attempts=2, initial_backoff=0.001, max_backoff=0.001, deadline=60)
+    policy = ModelRetryPolicy(max_attempts=2, initial_backoff=0.001, max_backoff=0.001, deadline=60)
     async with (
         ScriptedServer(fail_first=1, failure_status=429, retry_after=0.05) as srv,
         direct(srv.base_url, policy) as client,

@@ -19,12 +19,12 @@ from pacore_graph.graph.records import Completion
 from pacore_graph.graph.seeds import explorer_seed
 from pacore_graph.llm.client import OpenAICompatClient
 from pacore_graph.llm.langchain_client import LangChainChatClient, make_chat_model
-from pacore_graph.settings.config import PaCoReConfig, RetryPolicy, SamplingParams
+from pacore_graph.settings.config import ModelRetryPolicy, PaCoReConfig, SamplingParams
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
 
 PARAMS = SamplingParams()
-ONE_TRY = RetryPolicy(max_attempts=1)
-FAST = RetryPolicy(max_attempts=3, initial_backoff=0.001, max_backoff=0.002)
+ONE_TRY = ModelRetryPolicy(max_attempts=1)
+FAST = ModelRetryPolicy(max_attempts=3, initial_backoff=0.001, max_backoff=0.002)
 
 
 def user(text: str) -> list[dict[str, Any]]:
@@ -32,7 +32,7 @@ def user(text: str) -> list[dict[str, Any]]:
 
 
 @asynccontextmanager
-async def direct(url: str, retry: RetryPolicy = FAST) -> AsyncIterator[OpenAICompatClient]:
+async def direct(url: str, retry: ModelRetryPolicy = FAST) -> AsyncIterator[OpenAICompatClient]:
     client = OpenAICompatClient(url, "scripted", retry=retry)
     try:
         yield client
@@ -41,7 +41,7 @@ async def direct(url: str, retry: RetryPolicy = FAST) -> AsyncIterator[OpenAICom
 
 
 @asynccontextmanager
-async def langchain(url: str, retry: RetryPolicy = FAST) -> AsyncIterator[LangChainChatClient]:
+async def langchain(url: str, retry: ModelRetryPolicy = FAST) -> AsyncIterator[LangChainChatClient]:
     client = LangChainChatClient(make_chat_model(url, "scripted", retry=retry), model="scripted")
     try:
         yield client

@@ -28,11 +28,11 @@ from pacore_graph.llm.session_header import (
     session_headers,
     session_scope,
 )
-from pacore_graph.settings.config import RetryPolicy, SamplingParams
+from pacore_graph.settings.config import ModelRetryPolicy, SamplingParams
 from pacore_graph.testing import ScriptedRequest, ScriptedServer
 from pacore_graph.testing.scripted_server import LoggedRequest
 
-FAST_RETRY = RetryPolicy(max_attempts=3, initial_backoff=0.001, max_backoff=0.01)
+FAST_RETRY = ModelRetryPolicy(max_attempts=3, initial_backoff=0.001, max_backoff=0.01)
 QUESTIONS = ("What is 2 + 2? (alpha)", "What is 3 + 3? (beta)")
 
 

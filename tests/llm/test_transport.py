@@ -31,7 +31,7 @@ from pacore_graph.llm.transport import (
     stream_error,
     transport_errors,
 )
-from pacore_graph.settings.config import RetryPolicy, SamplingParams
+from pacore_graph.settings.config import ModelRetryPolicy, SamplingParams
 
 URL = "http://127.0.0.1:1/v1/chat/completions"
 
@@ -126,13 +126,15 @@ def test_transport_errors_become_retryable_errors_naming_the_url(
 
 
 async def test_transport_and_timeout_failures_have_their_kind() -> None:
-    refused = OpenAICompatClient("http://127.0.0.1:9/v1", "m", retry=RetryPolicy(max_attempts=1))
+    refused = OpenAICompatClient(
+        "http://127.0.0.1:9/v1", "m", retry=ModelRetryPolicy(max_attempts=1)
+    )
     (error,) = errors(await refused.complete_each(ask("slow_body"), n=1, params=SMALL))
     await refused.aclose()
     assert error.kind == "transport"
     assert error.public_message() == "the upstream call failed: connection failed"
     params = SamplingParams(max_tokens=16, timeout=0.1)
-    one = RetryPolicy(max_attempts=1)
+    one = ModelRetryPolicy(max_attempts=1)
     async with hostile(drip_interval=0.05, retry=one) as (_server, client):
         (error,) = errors(await client.complete_each(ask("slow_body"), n=1, params=params))
     assert error.kind == "timeout"

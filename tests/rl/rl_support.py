@@ -21,7 +21,7 @@ from pacore_graph.eval.harness import run_eval
 from pacore_graph.eval.methods import parse_methods
 from pacore_graph.graph.records import PaCoReResult, Trajectory
 from pacore_graph.runs.runner import DatasetRecord, result_line, run_dataset
-from pacore_graph.settings.config import RetryPolicy, SamplingParams
+from pacore_graph.settings.config import ModelRetryPolicy, SamplingParams
 from pacore_graph.testing.fake_client import FakeCall, FakeChatClient, FakeReply
 
 # Nothing may come from a model hub: everything here is built or read offline.
@@ -97,7 +97,7 @@ def config(rounds: tuple[int, ...] = (WIDTH,)) -> PaCoReConfig:
     return PaCoReConfig(
         rounds=rounds,
         sampling=SamplingParams(seed=0),
-        retry=RetryPolicy(max_attempts=1),
+        retry=ModelRetryPolicy(max_attempts=1),
         batch_samples=False,
     )
 

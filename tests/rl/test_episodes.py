@@ -49,7 +49,7 @@ from pacore_graph.rl.episodes import (
 )
 from pacore_graph.rl.export import export_episodes
 from pacore_graph.runs.runner import DatasetRecord, result_line
-from pacore_graph.settings.config import RetryPolicy
+from pacore_graph.settings.config import ModelRetryPolicy
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
 
 # --------------------------------------------------------------------------- episodes
@@ -250,7 +250,9 @@ async def graph_outputs() -> list[dict[str, Any]]:
     """Each problem through a real PaCoRe graph (scripted server over HTTP), its whole output."""
     fail = lambda req: 500 if req.seed == FAILING_SEED else None  # noqa: E731
     async with ScriptedServer(scripted_arithmetic, fail_when=fail) as srv:
-        client = OpenAICompatClient(srv.base_url, "scripted", retry=RetryPolicy(max_attempts=1))
+        client = OpenAICompatClient(
+            srv.base_url, "scripted", retry=ModelRetryPolicy(max_attempts=1)
+        )
         graph = build_pacore_graph(client, config=config((WIDTH, 2)), tracing=False)
         try:
             return [

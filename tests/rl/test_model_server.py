@@ -19,7 +19,7 @@ import pytest
 from pacore_graph import PaCoReConfig, ainvoke_pacore, build_pacore_graph
 from pacore_graph.cli import main
 from pacore_graph.llm.client import OpenAICompatClient
-from pacore_graph.settings.config import RetryPolicy
+from pacore_graph.settings.config import ModelRetryPolicy
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -59,7 +59,7 @@ def test_a_pacore_run_against_the_served_folder(tiny_model: Path) -> None:
     from pacore_graph.rl.model_server import ModelServer
 
     async def run(base_url: str) -> tuple[int, int, int]:
-        retry = RetryPolicy(max_attempts=1)
+        retry = ModelRetryPolicy(max_attempts=1)
         client = OpenAICompatClient(base_url, "tiny", retry=retry)
         config = PaCoReConfig(rounds=[3], sampling={"max_tokens": 6, "seed": 7}, retry=retry)
         try:

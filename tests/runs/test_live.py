@@ -15,7 +15,7 @@ from langchain_core.messages import AIMessageChunk
 
 from pacore_graph import PaCoReConfig, build_pacore_graph
 from pacore_graph.runs.live import LiveRun, run_live
-from pacore_graph.settings.config import RetryPolicy
+from pacore_graph.settings.config import ModelRetryPolicy
 from pacore_graph.testing.fake_client import FakeCall, FakeChatClient, FakeReply
 
 
@@ -33,7 +33,9 @@ def reply(call: FakeCall) -> FakeReply:
 
 
 async def test_one_line_per_round_started_and_compacted_derived_from_the_run() -> None:
-    config = PaCoReConfig(rounds=(3, 2), retry=RetryPolicy(max_attempts=1), batch_samples=False)
+    config = PaCoReConfig(
+        rounds=(3, 2), retry=ModelRetryPolicy(max_attempts=1), batch_samples=False
+    )
     config = config.model_copy(update={"sampling": config.sampling.model_copy(update={"seed": 0})})
     graph = build_pacore_graph(FakeChatClient(reply=reply), config=config, tracing=False)
     err = io.StringIO()

@@ -28,7 +28,7 @@ from serve_support import free_port, running_serve
 
 from pacore_graph.cli import main
 from pacore_graph.serve import ServeSettings
-from pacore_graph.settings.config import RetryPolicy
+from pacore_graph.settings.config import ModelRetryPolicy
 from pacore_graph.testing import ScriptedServer
 
 MESSAGES = [{"role": "user", "content": "What is 2 + 2?"}]
@@ -391,7 +391,7 @@ def leaky() -> Iterator[str]:
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_errors_sent_to_clients_never_quote_the_upstream(leaky: str, stream: bool) -> None:
-    fast = RetryPolicy(max_attempts=2, initial_backoff=0.001, max_backoff=0.01)
+    fast = ModelRetryPolicy(max_attempts=2, initial_backoff=0.001, max_backoff=0.01)
     settings = ServeSettings(upstreams=(leaky,), model="m", retry=fast)
     with running_serve(settings) as srv:
         resp = httpx.post(

@@ -25,12 +25,12 @@ from pacore_graph.graph.builder import ainvoke_pacore
 from pacore_graph.graph.records import PaCoReResult
 from pacore_graph.llm.client import OpenAICompatClient
 from pacore_graph.serve.messages_api import chat_request
-from pacore_graph.settings.config import RetryPolicy, SamplingParams
+from pacore_graph.settings.config import ModelRetryPolicy, SamplingParams
 from pacore_graph.testing import ScriptedServer
 from pacore_graph.testing.script import ScriptedRequest
 
 KEY = "sk-messages-test-3"
-FAST = RetryPolicy(max_attempts=2, initial_backoff=0.001, max_backoff=0.01)
+FAST = ModelRetryPolicy(max_attempts=2, initial_backoff=0.001, max_backoff=0.01)
 QUESTION = "What is 17 + 25?"
 BROKEN = "This question breaks the upstream."
 

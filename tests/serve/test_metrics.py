@@ -29,7 +29,7 @@ from pacore_graph.errors import (
 from pacore_graph.graph.records import PaCoReResult, Trajectory
 from pacore_graph.serve.metrics import OUTCOMES, ReplicaCounts, ServeMetrics, error_kind
 from pacore_graph.serve.queue import RunQueue
-from pacore_graph.settings.config import RetryPolicy
+from pacore_graph.settings.config import ModelRetryPolicy
 from pacore_graph.testing import ScriptedServer
 
 SERVE_DOC = Path(__file__).resolve().parents[2] / "docs" / "serve.md"
@@ -186,7 +186,7 @@ def test_the_documented_metrics_are_the_served_ones() -> None:
     documented = documented_metrics()
     assert "pacore_runs_total" in documented  # the table was found and read
     with ScriptedServer().run_in_thread() as upstream:  # noqa: SIM117
-        with running_serve(serve_settings(upstream, retry=RetryPolicy(max_attempts=1))) as srv:
+        with running_serve(serve_settings(upstream, retry=ModelRetryPolicy(max_attempts=1))) as srv:
             client = openai.OpenAI(base_url=srv.base_url, api_key="x", max_retries=0)
             ask: list[Any] = [{"role": "user", "content": "What is 2+3?"}]
             client.chat.completions.create(model="pacore:2", messages=ask)

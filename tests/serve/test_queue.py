@@ -22,12 +22,12 @@ from serve_support import RunningServe, running_serve, serve_settings
 from pacore_graph.serve import ServeSettings
 from pacore_graph.serve.metrics import error_kind
 from pacore_graph.serve.queue import QueueFullError, QueueTimeoutError, RunQueue
-from pacore_graph.settings.config import RetryPolicy
+from pacore_graph.settings.config import ModelRetryPolicy
 from pacore_graph.testing import ScriptedServer
 from pacore_graph.testing.scripted_server import ScriptedRequest
 from pacore_graph.testing.throughput_server import LengthModel, ThroughputServer
 
-FAST = RetryPolicy(max_attempts=1, initial_backoff=0.001, max_backoff=0.01)
+FAST = ModelRetryPolicy(max_attempts=1, initial_backoff=0.001, max_backoff=0.01)
 
 
 def settings(*upstreams: Any, **overrides: Any) -> ServeSettings:

@@ -29,11 +29,11 @@ from pacore_graph.graph.builder import ainvoke_pacore
 from pacore_graph.graph.seeds import explorer_seed
 from pacore_graph.llm.client import OpenAICompatClient
 from pacore_graph.serve import SERVED_MODELS, ServeSettings
-from pacore_graph.settings.config import RetryPolicy, SamplingParams
+from pacore_graph.settings.config import ModelRetryPolicy, SamplingParams
 from pacore_graph.testing import ScriptedServer
 
 KEY = "sk-serve-test-7"
-FAST = RetryPolicy(max_attempts=4, initial_backoff=0.001, max_backoff=0.01)
+FAST = ModelRetryPolicy(max_attempts=4, initial_backoff=0.001, max_backoff=0.01)
 QUESTION = "What is 17 + 25?"
 
 

@@ -38,13 +38,13 @@ from pacore_graph.graph.compactor_registry import CompactorRegistry
 from pacore_graph.graph.seeds import explorer_seed
 from pacore_graph.graphs.deepconf import default_warmup
 from pacore_graph.llm.client import OpenAICompatClient
-from pacore_graph.settings.config import PaCoReConfig, RetryPolicy, SamplingParams
+from pacore_graph.settings.config import ModelRetryPolicy, PaCoReConfig, SamplingParams
 from pacore_graph.settings.grammar import SERVED_MODELS, parse_method
 from pacore_graph.settings.request_limits import RequestLimits
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
 from pacore_graph.testing.scripted_server import count_tokens
 
-FAST = RetryPolicy(max_attempts=2, initial_backoff=0.001, max_backoff=0.01)
+FAST = ModelRetryPolicy(max_attempts=2, initial_backoff=0.001, max_backoff=0.01)
 QUESTION = "What is 6 x 7?"
 SEED = 11
 MESSAGES = [{"role": "user", "content": QUESTION}]

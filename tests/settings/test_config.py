@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from pacore_graph import PaCoReConfig, build_pacore_graph
-from pacore_graph.settings.config import MAX_ROUND_WIDTH, PRESETS, RetryPolicy, SamplingParams
+from pacore_graph.settings.config import MAX_ROUND_WIDTH, PRESETS, ModelRetryPolicy, SamplingParams
 from pacore_graph.testing.fake_client import FakeChatClient
 
 
@@ -76,7 +76,7 @@ def test_builder_validates_a_dict_config_before_running() -> None:
 
 
 def test_retry_backoff_grows_and_is_capped() -> None:
-    policy = RetryPolicy(initial_backoff=0.5, multiplier=2, max_backoff=3)
+    policy = ModelRetryPolicy(initial_backoff=0.5, multiplier=2, max_backoff=3)
     assert [policy.backoff(a) for a in (1, 2, 3, 4)] == [0.5, 1.0, 2.0, 3.0]
 
 

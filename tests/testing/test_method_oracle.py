@@ -24,7 +24,7 @@ from pacore_graph.graph.prompts import render_synthesis
 from pacore_graph.graphs.rsa import rsa_prompt
 from pacore_graph.llm.client import OpenAICompatClient
 from pacore_graph.runs.runner import read_dataset
-from pacore_graph.settings.config import PaCoReConfig, RetryPolicy, SamplingParams
+from pacore_graph.settings.config import ModelRetryPolicy, PaCoReConfig, SamplingParams
 from pacore_graph.testing import MethodOracle, ScriptedRequest, ScriptedServer
 from pacore_graph.testing.method_oracle import oracle_truth
 
@@ -175,9 +175,11 @@ async def test_the_comparison_ranks_the_methods_as_the_rules_imply(tmp_path: Pat
     )
     out = tmp_path / "eval"
     async with ScriptedServer(MethodOracle()) as srv:
-        client = OpenAICompatClient(srv.base_url, "scripted", retry=RetryPolicy(max_attempts=1))
+        client = OpenAICompatClient(
+            srv.base_url, "scripted", retry=ModelRetryPolicy(max_attempts=1)
+        )
         config = PaCoReConfig(
-            retry=RetryPolicy(max_attempts=1), sampling=SamplingParams(seed=1234)
+            retry=ModelRetryPolicy(max_attempts=1), sampling=SamplingParams(seed=1234)
         ).with_settings({"deepconf_keep": 0.1, "deepconf_window": 16})
         await run_eval(records, methods, client, config=config, out_dir=out, progress=False)
         await client.aclose()
