@@ -8,16 +8,14 @@ import random
 import string
 import threading
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 import pytest
+from vote_support import Recorded, loop_lag, slow_extract
 
 from pacore_graph.graph.aggregation import (
     Aggregator,
     FirstAnswer,
     MajorityVote,
-    Verdict,
     aggregate_off_loop,
     extract_final_answer,
     normalize_answer,
@@ -274,53 +272,6 @@ def fresh_words(n: int, seed: int) -> list[str]:
 def word_round(words: list[str]) -> list[Trajectory]:
     """A round whose explorers answer the words (math-verify reads each as a symbol)."""
     return [traj(i, f"So the answer is \\boxed{{\\text{{{w}}}}}.") for i, w in enumerate(words)]
-
-
-async def loop_lag(done: asyncio.Event) -> float:
-    """The longest the event loop went without running this task until ``done``, in seconds."""
-    worst, last = 0.0, time.monotonic()
-    while not done.is_set():
-        await asyncio.sleep(0.01)
-        now = time.monotonic()
-        worst, last = max(worst, now - last - 0.01), now
-    return worst
-
-
-@dataclass
-class Recorded:
-    """An aggregator recording where and how long it ran, and how it ended."""
-
-    inner: Aggregator
-    name: str = "recorded"
-    thread: int | None = None
-    started: threading.Event = field(default_factory=threading.Event)
-    ended: list[tuple[float, str]] = field(default_factory=list)
-
-    def aggregate(self, rounds: Sequence[Sequence[Trajectory]]) -> Verdict:
-        self.thread = threading.get_ident()
-        self.started.set()
-        outcome = "returned"
-        try:
-            return self.inner.aggregate(rounds)
-        except BaseException as exc:
-            outcome = type(exc).__name__
-            raise
-        finally:
-            self.ended.append((time.monotonic(), outcome))
-
-
-def slow_extract(text: str) -> str | None:
-    """The vote's extraction plus 4 ms of pure-Python CPU (holding the GIL as parsing does).
-
-    A warm math-verify parses a short answer in about a millisecond, so 120
-    fresh words alone can vote in 0.15 s: too quick to tell a stalled loop
-    from a free one. The burn makes every vote of the test last at least
-    0.48 s, on any machine and whatever ran before it in the process.
-    """
-    until = time.perf_counter() + 0.004
-    while time.perf_counter() < until:
-        pass
-    return extract_final_answer(text)
 
 
 async def test_a_vote_off_the_loop_runs_in_a_thread_and_leaves_the_loop_free() -> None:

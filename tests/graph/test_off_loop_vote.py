@@ -14,21 +14,16 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import string
-import threading
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 import pytest
+from vote_support import Recorded, loop_lag, slow_extract
 
 from pacore_graph.graph.aggregation import (
-    Aggregator,
     MajorityVote,
-    Verdict,
     extract_final_answer,
 )
 from pacore_graph.graph.builder import ainvoke_pacore, build_pacore_graph
-from pacore_graph.graph.records import Trajectory
 from pacore_graph.graphs.majority import build_majority_graph
 from pacore_graph.llm.client import OpenAICompatClient
 from pacore_graph.settings.config import PaCoReConfig, SamplingParams
@@ -50,31 +45,9 @@ def word_for(request: ScriptedRequest) -> ScriptedReply:
     return ScriptedReply(content=f"So the answer is \\boxed{{\\text{{{word}}}}}.")
 
 
-def slow_extract(text: str) -> str | None:
-    """The vote's extraction plus 4 ms of pure-Python CPU (holding the GIL as parsing does).
-
-    A warm math-verify parses each word in about a millisecond: K of them
-    alone can vote in 0.15 s, too quick to tell a stalled loop from a free
-    one. With the burn the vote lasts at least K x 4 ms on any machine.
-    """
-    until = time.perf_counter() + 0.004
-    while time.perf_counter() < until:
-        pass
-    return extract_final_answer(text)
-
-
 def question() -> str:
     """A question no earlier run of this process asked (its answers are not cached yet)."""
     return f"Which word comes first? ({time.time_ns()})"
-
-
-async def loop_lag(done: asyncio.Event) -> float:
-    worst, last = 0.0, time.monotonic()
-    while not done.is_set():
-        await asyncio.sleep(0.01)
-        now = time.monotonic()
-        worst, last = max(worst, now - last - 0.01), now
-    return worst
 
 
 async def test_the_vote_runs_off_the_loop_and_records_what_the_loop_would() -> None:
@@ -103,29 +76,8 @@ async def test_the_vote_runs_off_the_loop_and_records_what_the_loop_would() -> N
     assert worst < max(0.25, took / 3), f"the loop stalled {worst:.2f} s of a {took:.2f} s run"
 
 
-@dataclass
-class Watched:
-    """The majority vote, recording when it started and how it ended."""
-
-    name: str = "majority"
-    started: threading.Event = field(default_factory=threading.Event)
-    ended: list[tuple[float, str]] = field(default_factory=list)
-    inner: Aggregator = field(default_factory=MajorityVote)
-
-    def aggregate(self, rounds: Sequence[Sequence[Trajectory]]) -> Verdict:
-        self.started.set()
-        outcome = "returned"
-        try:
-            return self.inner.aggregate(rounds)
-        except BaseException as exc:
-            outcome = type(exc).__name__
-            raise
-        finally:
-            self.ended.append((time.monotonic(), outcome))
-
-
 async def test_cancelling_the_run_stops_its_vote() -> None:
-    vote = Watched()
+    vote = Recorded(MajorityVote(), name="majority")
     async with ScriptedServer(word_for) as server:
         client = OpenAICompatClient(server.base_url, "scripted")
         try:
