@@ -7,16 +7,19 @@ folders by layer (issue 19, part 2) the table below states the whole order,
 lowest first; since the values got a folder of their own (issue 33, part 2)
 each layer is whole folders, and the scan covers the repo's ``graphs/`` and
 ``tools/`` (installed as ``pacore_graph.graphs`` and ``pacore_graph.tools``)
-as well as ``pacore_graph/``. Three checks hold the order, because each misses what the others
-see: the source scan finds imports inside functions (which run only on some
-paths), the blocked import finds what actually loads, and the import graph
-finds circles between modules of the same layer.
+as well as ``pacore_graph/``. Three checks hold the order, because each
+misses what the others see: the source scan finds imports inside functions
+(which run only on some paths), the blocked import finds what actually loads,
+and the import graph finds circles between modules of the same layer.
+docs/layout.md is held to the same table: its entries come in the table's
+order and name every module.
 """
 
 from __future__ import annotations
 
 import ast
 import importlib.util
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -319,3 +322,56 @@ print("ok", len({modules!r}))
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.startswith("ok")
+
+
+LAYOUT = Path(__file__).parents[1] / "docs" / "layout.md"
+
+
+def layout_entries(text: str) -> list[tuple[tuple[str, ...], str]]:
+    """docs/layout.md's first text block: (the entry's folders or modules, its text), in order.
+
+    An entry starts at column 0 (``settings/``, ``errors, lazy``) and runs on
+    over the indented lines below it.
+    """
+    block = text.split("```text\n", 1)[1].split("```", 1)[0]
+    entries: list[tuple[tuple[str, ...], str]] = []
+    for line in block.splitlines():
+        if not line.strip():
+            continue
+        if not line[0].isspace():
+            head, _, rest = line.partition("  ")
+            entries.append((tuple(h.strip() for h in head.split(",")), rest.strip()))
+        else:
+            heads, body = entries[-1]
+            entries[-1] = (heads, f"{body} {line.strip()}")
+    return entries
+
+
+def _prefix(head: str) -> str:
+    return f"pacore_graph.{head.removesuffix('/')}"
+
+
+def test_docs_layout_lists_the_layers_in_the_tables_order() -> None:
+    """Every folder and top-level module of the table is an entry, in the table's order."""
+    entries = layout_entries(LAYOUT.read_text(encoding="utf-8"))
+    prefixes = [_prefix(head) for heads, _ in entries for head in heads]
+    assert set(prefixes) == {p for _, ps, _ in LAYERS for p in ps} - {"pacore_graph"}
+    order = [layer_of(p) for p in prefixes]
+    assert [layer for i, layer in enumerate(order) if i == 0 or order[i - 1] != layer] == [
+        name for name, _, _ in LAYERS
+    ]
+
+
+def test_docs_layout_names_every_module() -> None:
+    """Each module's name (and its subfolder's) is a word of its folder's entry."""
+    entries = layout_entries(LAYOUT.read_text(encoding="utf-8"))
+    texts = {_prefix(head): text for heads, text in entries for head in heads}
+    missing = []
+    for name in MODULES:
+        if name == "pacore_graph" or name in texts:
+            continue
+        folder = max((p for p in texts if name.startswith(p + ".")), key=len)
+        for part in name[len(folder) + 1 :].split("."):
+            if not re.search(rf"(?<!\w){re.escape(part)}(?!\w)", texts[folder]):
+                missing.append(name)
+    assert not missing, f"docs/layout.md does not name {missing}"
