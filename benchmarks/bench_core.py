@@ -83,7 +83,7 @@ async def floor(base_url: str, count: int, batched: bool) -> int:
     import jinja2
 
     from pacore_graph.control.limits import SequenceLimiter
-    from pacore_graph.graph.prompts import SYNTHESIS_TEMPLATE
+    from pacore_graph.values.prompts import SYNTHESIS_TEMPLATE
 
     template = jinja2.Template(SYNTHESIS_TEMPLATE)
     # Units are samples: a batched request holds K of them (a weighted, FIFO

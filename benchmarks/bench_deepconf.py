@@ -36,7 +36,6 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from pacore_graph.graph.aggregation import extract_final_answer
 from pacore_graph.graph.builder import ainvoke_pacore
 from pacore_graph.graphs.deepconf import (
     build_deepconf_graph,
@@ -47,6 +46,7 @@ from pacore_graph.graphs.majority import build_majority_graph
 from pacore_graph.llm.client import OpenAICompatClient
 from pacore_graph.settings.config import ModelRetryPolicy, PaCoReConfig, SamplingParams
 from pacore_graph.testing import LengthModel, ScriptedReply, ScriptedRequest, ThroughputServer
+from pacore_graph.values.aggregation import extract_final_answer
 
 BASE_SEED = 7000
 ROUND_STRIDE = 1000

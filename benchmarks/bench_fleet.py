@@ -186,7 +186,7 @@ async def floor_n(urls: list[str], count: int, concurrency: int) -> None:
     import jinja2
 
     from pacore_graph.control.limits import SequenceLimiter
-    from pacore_graph.graph.prompts import SYNTHESIS_TEMPLATE
+    from pacore_graph.values.prompts import SYNTHESIS_TEMPLATE
 
     template = jinja2.Template(SYNTHESIS_TEMPLATE)
     limiter = SequenceLimiter(concurrency)

@@ -59,8 +59,8 @@ def easy_problems(n: int) -> list[dict[str, Any]]:
 
 def synthesis_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each problem's synthesis prompt over three references (one right), as a trainset row."""
-    from pacore_graph.graph.prompts import synthesis_messages
     from pacore_graph.rl.rewards import encode_ground_truth
+    from pacore_graph.values.prompts import synthesis_messages
 
     rows = []
     for record in records:

@@ -42,9 +42,9 @@ from collections import Counter
 from typing import Any
 
 from pacore_graph import OpenAICompatClient, PaCoReConfig, build_pacore_graph
-from pacore_graph.graph.aggregation import extract_final_answer
 from pacore_graph.settings.config import ModelRetryPolicy, SamplingParams
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
+from pacore_graph.values.aggregation import extract_final_answer
 
 BOXED = re.compile(r"\\boxed\{(-?\d+)\}")
 

@@ -32,10 +32,10 @@ from typing import Any
 
 from pacore_graph import PaCoReConfig, Trajectory, build_pacore_graph
 from pacore_graph.control.gc_tuning import fan_out_gc
-from pacore_graph.graph.compaction import ConclusionCompactor
 from pacore_graph.graph.explorer import ExploreTask
-from pacore_graph.graph.prompts import select_references, synthesis_messages
 from pacore_graph.testing.fake_client import FakeCall, FakeChatClient
+from pacore_graph.values.compaction import ConclusionCompactor
+from pacore_graph.values.prompts import select_references, synthesis_messages
 
 SCHEDULE = (32, 4, 1)
 

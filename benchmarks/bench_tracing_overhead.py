@@ -26,9 +26,9 @@ import statistics
 import time
 from typing import Any
 
-from pacore_graph.graph.records import PaCoReResult, Trajectory
 from pacore_graph.otel.spans import RunTracer, TraceOptions
 from pacore_graph.settings.config import PaCoReConfig
+from pacore_graph.values.records import PaCoReResult, Trajectory
 
 SCHEDULE = (32, 4, 1)
 

@@ -3,7 +3,7 @@
 The vote groups extracted answers by equivalence (normalised text, exact
 numbers, math-verify). The old routine compared each answer with every group
 before it: up to K²/2 math-verify comparisons. The new one
-(:func:`pacore_graph.graph.answer_groups.group_answers`) keys each distinct
+(:func:`pacore_graph.values.answer_groups.group_answers`) keys each distinct
 answer once and compares only answers whose keys meet. This measures both on
 the same answer sets, in the same process, each from cold caches (math-verify's
 parses and the keys are cached per text; the cache is cleared before every
@@ -37,9 +37,9 @@ from typing import Any
 
 import math_verify
 
-from pacore_graph.graph import answers
-from pacore_graph.graph.answer_groups import group_answers, group_answers_pairwise
-from pacore_graph.graph.answer_keys import answer_key
+from pacore_graph.values import answers
+from pacore_graph.values.answer_groups import group_answers, group_answers_pairwise
+from pacore_graph.values.answer_keys import answer_key
 
 Grouping = Callable[[list[str]], list[Any]]
 

@@ -70,12 +70,7 @@ from typing_extensions import TypedDict
 from pacore_graph.control.limits import SequenceLimiter
 from pacore_graph.errors import PaCoReError
 from pacore_graph.graph.builder import build_pacore_graph
-from pacore_graph.graph.compaction import Compactor
-from pacore_graph.graph.compactor_registry import CompactorRegistry
 from pacore_graph.graph.explorer import ExploreTask
-from pacore_graph.graph.prompts import last_user_index
-from pacore_graph.graph.records import Trajectory
-from pacore_graph.graph.seeds import explorer_seed
 from pacore_graph.graph.tool_explorer import ToolSession, build_tool_explorer
 from pacore_graph.llm.client_chat_model import ClientChatModel
 from pacore_graph.llm.protocols import ChatClient
@@ -83,6 +78,11 @@ from pacore_graph.otel.spans import TraceOptions, model_step_span
 from pacore_graph.settings.config import PaCoReConfig, SamplingParams
 from pacore_graph.settings.request_limits import RequestLimits
 from pacore_graph.tools.trajectories import TrajectoryToolLimits, make_trajectory_tools
+from pacore_graph.values.compaction import Compactor
+from pacore_graph.values.compactor_registry import CompactorRegistry
+from pacore_graph.values.prompts import last_user_index
+from pacore_graph.values.records import Trajectory
+from pacore_graph.values.seeds import explorer_seed
 
 __all__ = [
     "AGGAGENT_SYSTEM_PROMPT",

@@ -76,20 +76,20 @@ from pacore_graph.control.confidence import (
 )
 from pacore_graph.control.limits import SequenceLimiter
 from pacore_graph.errors import ModelCallError, PaCoReError, UpstreamTransportError
-from pacore_graph.graph.aggregation import Verdict, extract_final_answer
-from pacore_graph.graph.answers import answers_equivalent
 from pacore_graph.graph.builder import build_pacore_graph, chat_explorer
-from pacore_graph.graph.compaction import Compactor
-from pacore_graph.graph.compactor_registry import CompactorRegistry
 from pacore_graph.graph.explorer import ChatExplorer, ExploreTask, failed_trajectory
 from pacore_graph.graph.plans import ExplorerPrompt, RoundInput, RoundPrompts
-from pacore_graph.graph.records import Completion, Trajectory
 from pacore_graph.llm.batching import SampleBatcher
 from pacore_graph.llm.choice_stream import STOPPED
 from pacore_graph.llm.protocols import ChatClient, SampleStreamingClient
 from pacore_graph.otel.spans import TraceOptions, record_chat_request, record_chat_response
 from pacore_graph.settings.config import MAX_ROUND_WIDTH, PaCoReConfig, SamplingParams
 from pacore_graph.settings.request_limits import RequestLimits
+from pacore_graph.values.aggregation import Verdict, extract_final_answer
+from pacore_graph.values.answers import answers_equivalent
+from pacore_graph.values.compaction import Compactor
+from pacore_graph.values.compactor_registry import CompactorRegistry
+from pacore_graph.values.records import Completion, Trajectory
 
 __all__ = [
     "DEFAULT_KEEP",

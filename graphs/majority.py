@@ -1,7 +1,7 @@
 """Baseline: self-consistency, K samples and a majority vote over their answers.
 
 Uses the PaCoRe graph's explorer round (the same ``Send`` fan-out and
-``n``-batching) with a :class:`~pacore_graph.graph.aggregation.MajorityVote` in place
+``n``-batching) with a :class:`~pacore_graph.values.aggregation.MajorityVote` in place
 of the synthesis round: K trajectories, no extra call for the answer.
 """
 
@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pacore_graph.graph.aggregation import MajorityVote, extract_final_answer
 from pacore_graph.graph.builder import build_pacore_graph
 from pacore_graph.llm.client import ChatClient
 from pacore_graph.settings.config import PaCoReConfig
+from pacore_graph.values.aggregation import MajorityVote, extract_final_answer
 
 __all__ = ["build_majority_graph"]
 

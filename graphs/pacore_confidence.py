@@ -40,15 +40,15 @@ from pacore_graph.control.confidence import (
 from pacore_graph.control.consensus import Consensus, EarlyStop
 from pacore_graph.control.limits import SequenceLimiter
 from pacore_graph.graph.builder import build_pacore_graph, check_template
-from pacore_graph.graph.compaction import Compactor
-from pacore_graph.graph.compactor_registry import CompactorRegistry
 from pacore_graph.graph.plans import RoundInput, RoundPrompts, SynthesisPlan
-from pacore_graph.graph.prompts import SYNTHESIS_TEMPLATE
-from pacore_graph.graph.records import Trajectory
 from pacore_graph.llm.protocols import ChatClient
 from pacore_graph.otel.spans import TraceOptions
 from pacore_graph.settings.config import PaCoReConfig
 from pacore_graph.settings.request_limits import RequestLimits
+from pacore_graph.values.compaction import Compactor
+from pacore_graph.values.compactor_registry import CompactorRegistry
+from pacore_graph.values.prompts import SYNTHESIS_TEMPLATE
+from pacore_graph.values.records import Trajectory
 
 __all__ = [
     "ConfidenceEarlyStop",

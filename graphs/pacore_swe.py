@@ -30,9 +30,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import BaseTool, StructuredTool
 
 from pacore_graph.graph.builder import ainvoke_pacore, build_pacore_graph
-from pacore_graph.graph.compaction import split_conclusion
 from pacore_graph.graph.explorer import ExploreTask
-from pacore_graph.graph.records import PaCoReResult, Trajectory
 from pacore_graph.graph.tool_explorer import ToolSession, build_tool_explorer
 from pacore_graph.settings.config import PaCoReConfig
 from pacore_graph.tools.code_executor import make_code_tools
@@ -46,6 +44,8 @@ from pacore_graph.tools.sandbox import (
     check_workdir,
 )
 from pacore_graph.tools.workspace import apply_diff, changed_files, copy_tree, diff_trees, list_tree
+from pacore_graph.values.compaction import split_conclusion
+from pacore_graph.values.records import PaCoReResult, Trajectory
 
 __all__ = [
     "SWE_LIMITS",

@@ -54,16 +54,16 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from pacore_graph.control.limits import SequenceLimiter
-from pacore_graph.graph.aggregation import MajorityVote, extract_final_answer
 from pacore_graph.graph.builder import build_pacore_graph
-from pacore_graph.graph.compaction import Compactor
-from pacore_graph.graph.compactor_registry import CompactorRegistry
 from pacore_graph.graph.plans import ExplorerPrompt, RoundInput, RoundPrompts
-from pacore_graph.graph.prompts import last_user_index
 from pacore_graph.llm.protocols import ChatClient
 from pacore_graph.otel.spans import TraceOptions
 from pacore_graph.settings.config import MAX_ROUND_WIDTH, PaCoReConfig
 from pacore_graph.settings.request_limits import RequestLimits
+from pacore_graph.values.aggregation import MajorityVote, extract_final_answer
+from pacore_graph.values.compaction import Compactor
+from pacore_graph.values.compactor_registry import CompactorRegistry
+from pacore_graph.values.prompts import last_user_index
 
 __all__ = [
     "RSA_TASKS",

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pacore_graph.graph.aggregation import FirstAnswer
 from pacore_graph.graph.builder import build_pacore_graph
 from pacore_graph.llm.client import ChatClient
 from pacore_graph.settings.config import PaCoReConfig
+from pacore_graph.values.aggregation import FirstAnswer
 
 __all__ = ["build_single_graph"]
 

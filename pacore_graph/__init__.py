@@ -44,16 +44,9 @@ if TYPE_CHECKING:
         UpstreamTransportError,
     )
     from pacore_graph.eval.methods import build_method_graph
-    from pacore_graph.graph.aggregation import Aggregator, FirstAnswer, MajorityVote
     from pacore_graph.graph.builder import ainvoke_pacore, build_pacore_graph
     from pacore_graph.graph.checkpoint_types import pacore_serde
     from pacore_graph.graph.compact_step import LLMCompactor
-    from pacore_graph.graph.compaction import (
-        AnswerCompactor,
-        Compactor,
-        ConclusionCompactor,
-        TokenBudgetCompactor,
-    )
     from pacore_graph.graph.explorer import Explorer, ExploreTask, GraphExplorer
     from pacore_graph.graph.messages_explorer import MessagesAggregator, MessagesExplorer
     from pacore_graph.graph.plans import (
@@ -63,8 +56,6 @@ if TYPE_CHECKING:
         RoundPrompts,
         SynthesisPlan,
     )
-    from pacore_graph.graph.prompts import SYNTHESIS_TEMPLATE, synthesis_messages
-    from pacore_graph.graph.records import Completion, PaCoReResult, ToolCallRecord, Trajectory
     from pacore_graph.graphs.aggagent import (
         AggregatorAgentError,
         build_aggagent_graph,
@@ -99,6 +90,15 @@ if TYPE_CHECKING:
     from pacore_graph.settings.grammar import parse_method
     from pacore_graph.settings.per_run import SettingsError
     from pacore_graph.settings.rounds import Round
+    from pacore_graph.values.aggregation import Aggregator, FirstAnswer, MajorityVote
+    from pacore_graph.values.compaction import (
+        AnswerCompactor,
+        Compactor,
+        ConclusionCompactor,
+        TokenBudgetCompactor,
+    )
+    from pacore_graph.values.prompts import SYNTHESIS_TEMPLATE, synthesis_messages
+    from pacore_graph.values.records import Completion, PaCoReResult, ToolCallRecord, Trajectory
 
 
 __version__ = "0.1.0"
@@ -207,21 +207,21 @@ _LOCATIONS: dict[str, str] = {
     "GraphExplorer": "graph.explorer",
     "MessagesAggregator": "graph.messages_explorer",
     "MessagesExplorer": "graph.messages_explorer",
-    "AnswerCompactor": "graph.compaction",
-    "Compactor": "graph.compaction",
-    "ConclusionCompactor": "graph.compaction",
-    "TokenBudgetCompactor": "graph.compaction",
+    "AnswerCompactor": "values.compaction",
+    "Compactor": "values.compaction",
+    "ConclusionCompactor": "values.compaction",
+    "TokenBudgetCompactor": "values.compaction",
     "LLMCompactor": "graph.compact_step",
     "ExplorerPrompt": "graph.plans",
     "RoundInput": "graph.plans",
     "RoundPlan": "graph.plans",
     "RoundPrompts": "graph.plans",
     "SynthesisPlan": "graph.plans",
-    "SYNTHESIS_TEMPLATE": "graph.prompts",
-    "synthesis_messages": "graph.prompts",
-    "Aggregator": "graph.aggregation",
-    "FirstAnswer": "graph.aggregation",
-    "MajorityVote": "graph.aggregation",
+    "SYNTHESIS_TEMPLATE": "values.prompts",
+    "synthesis_messages": "values.prompts",
+    "Aggregator": "values.aggregation",
+    "FirstAnswer": "values.aggregation",
+    "MajorityVote": "values.aggregation",
     "EarlyStop": "control.consensus",
     "RSAPlan": "graphs.rsa",
     "ConfidenceVote": "graphs.deepconf",
@@ -238,10 +238,10 @@ _LOCATIONS: dict[str, str] = {
     "make_chat_model": "llm.langchain_client",
     "MultiEndpointClient": "llm.multi_client",
     # Results, and checkpoints that hold them
-    "Completion": "graph.records",
-    "PaCoReResult": "graph.records",
-    "ToolCallRecord": "graph.records",
-    "Trajectory": "graph.records",
+    "Completion": "values.records",
+    "PaCoReResult": "values.records",
+    "ToolCallRecord": "values.records",
+    "Trajectory": "values.records",
     "pacore_serde": "graph.checkpoint_types",
     # Errors
     "InvalidPromptError": "errors",

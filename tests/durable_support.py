@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pacore_graph.graph.records import Completion
 from pacore_graph.settings.config import SamplingParams
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
+from pacore_graph.values.records import Completion
 
 __all__ = [
     "SeedClient",

@@ -4,15 +4,22 @@ The loop this first guarded against was records -> message graph -> graders
 -> compaction -> records: a result object reaching up into evaluation, so
 that running a graph imported the graders. Since the modules moved into
 folders by layer (issue 19, part 2) the table below states the whole order,
-lowest first, and three checks hold it, because each misses what the others
-see: the source scan finds imports inside functions (which run only on some
-paths), the blocked import finds what actually loads, and the import graph
-finds circles between modules of the same layer.
+lowest first; since the values got a folder of their own (issue 33, part 2)
+each layer is whole folders, and the scan covers the repo's ``graphs/`` and
+``tools/`` (installed as ``pacore_graph.graphs`` and ``pacore_graph.tools``)
+as well as ``pacore_graph/``. Three checks hold the order, because each
+misses what the others see: the source scan finds imports inside functions
+(which run only on some paths), the blocked import finds what actually loads,
+and the import graph finds circles between modules of the same layer.
+docs/layout.md is held to the same table: its entries come in the table's
+order and name every module.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib.util
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -24,10 +31,30 @@ import pacore_graph
 
 PACKAGE = Path(pacore_graph.__file__).parent
 
+
+def _located(name: str) -> Path:
+    """Where an installed subpackage's files are (``pacore_graph.tools`` is the repo's tools/)."""
+    spec = importlib.util.find_spec(name)
+    assert spec is not None and spec.submodule_search_locations, name
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+#: The scanned trees: each folder and the package name it is installed as.
+ROOTS: dict[str, Path] = {
+    "pacore_graph": PACKAGE,
+    "pacore_graph.graphs": _located("pacore_graph.graphs"),
+    "pacore_graph.tools": _located("pacore_graph.tools"),
+}
+
 #: The layers, lowest first: a module may import its own layer and those
-#: listed before it. Each layer is a set of module prefixes; the longest
-#: prefix naming a module decides its layer (so ``graph.records`` is a value,
-#: the rest of ``graph/`` is the graph).
+#: listed before it. Each layer is a set of module prefixes, each a whole
+#: folder (or a top-level module); the longest prefix naming a module decides
+#: its layer. ``tools/`` sits just above the values because its modules import
+#: nothing else of the package (the sandbox, workspaces and trajectory tools
+#: work on values and the standard library), while ``graphs/`` and ``eval/``
+#: use them; ``graphs/`` sits just above ``graph/`` because its graphs are
+#: ``build_pacore_graph`` over the graph's parts and need no run control, so
+#: the core that runs without evaluation includes them.
 LAYERS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     (
         "base",
@@ -37,22 +64,16 @@ LAYERS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ),
     (
         "values",
-        (
-            "pacore_graph.graph.records",
-            "pacore_graph.graph.seeds",
-            "pacore_graph.graph.answers",
-            "pacore_graph.graph.answer_keys",
-            "pacore_graph.graph.answer_groups",
-            "pacore_graph.graph.aggregation",
-            "pacore_graph.graph.compaction",
-            "pacore_graph.graph.compactor_registry",
-            "pacore_graph.graph.prompts",
-            "pacore_graph.otel.conventions",
-            "pacore_graph.otel.exporters",
-        ),
-        "the graph's records and the pure functions over them (answers and their grouping,"
-        " compaction, prompts, seeds), and OpenTelemetry's names and exporter setup: every"
-        " layer speaks in these",
+        ("pacore_graph.values",),
+        "the run's records and the pure functions over them (answers and their grouping,"
+        " compaction, prompts, seeds), OpenTelemetry's attribute names and the trace kinds:"
+        " every layer speaks in these",
+    ),
+    (
+        "tools",
+        ("pacore_graph.tools",),
+        "agent tools (repo folder tools/): the sandbox, code executor, workspaces, trajectory"
+        " tools; values in, values out",
     ),
     (
         "control",
@@ -81,14 +102,15 @@ LAYERS: tuple[tuple[str, tuple[str, ...], str], ...] = (
         "the LangGraph graph, its nodes and explorers: calls models, traces, is controlled",
     ),
     (
+        "served graphs",
+        ("pacore_graph.graphs",),
+        "the ready graphs (repo folder graphs/; langgraph.json serves one): each"
+        " build_pacore_graph over the graph's parts",
+    ),
+    (
         "runs",
         ("pacore_graph.runs",),
         "durable runs, checkpoints and results files around a graph",
-    ),
-    (
-        "served graphs",
-        ("pacore_graph.graphs", "pacore_graph.tools"),
-        "the graphs langgraph.json serves and their tools (repo folders graphs/ and tools/)",
     ),
     ("eval", ("pacore_graph.eval",), "graders and the harness: run graphs, grade them"),
     (
@@ -119,11 +141,17 @@ RANK = {name: rank for rank, (name, _, _) in enumerate(LAYERS)}
 
 
 def module_name(path: Path) -> str:
-    parts = ("pacore_graph", *path.relative_to(PACKAGE).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+    """The installed name of a file of one of the :data:`ROOTS`."""
+    for package, root in ROOTS.items():
+        if path.is_relative_to(root):
+            parts = (*package.split("."), *path.relative_to(root).with_suffix("").parts)
+            return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+    raise ValueError(f"{path} is in none of the scanned folders")
 
 
-MODULES: dict[str, Path] = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+MODULES: dict[str, Path] = {
+    module_name(p): p for root in ROOTS.values() for p in sorted(root.rglob("*.py"))
+}
 
 
 def layer_of(name: str) -> str:
@@ -200,11 +228,22 @@ def scanned() -> list[Path]:
 def test_every_module_has_a_layer_and_every_layer_has_modules() -> None:
     assert all(layer_of(name) for name in MODULES), [n for n in MODULES if not layer_of(n)]
     used = {layer_of(name) for name in MODULES}
-    assert used == set(RANK) - {"served graphs"}  # graphs/ and tools/ live outside the folder
+    assert used == set(RANK)
+    assert {"pacore_graph.graphs.pacore", "pacore_graph.tools.sandbox.local"} <= set(MODULES)
+
+
+def test_every_layer_is_whole_folders() -> None:
+    """A prefix names a folder or a top-level module, never one module inside a folder."""
+    for layer, prefixes, _ in LAYERS:
+        for prefix in prefixes:
+            assert prefix in MODULES, (layer, prefix)
+            path = MODULES[prefix]
+            assert path.name == "__init__.py" or path.parent == PACKAGE, (layer, prefix)
 
 
 def test_the_layer_of_a_module_is_its_longest_prefix() -> None:
-    assert layer_of("pacore_graph.graph.records") == "values"
+    assert layer_of("pacore_graph.values.records") == "values"
+    assert layer_of("pacore_graph.tools.sandbox.local") == "tools"
     assert layer_of("pacore_graph.graph.builder") == "graph"
     assert layer_of("pacore_graph.graphs.pacore") == "served graphs"
     assert layer_of("pacore_graph.errors") == "base"
@@ -283,3 +322,56 @@ print("ok", len({modules!r}))
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.startswith("ok")
+
+
+LAYOUT = Path(__file__).parents[1] / "docs" / "layout.md"
+
+
+def layout_entries(text: str) -> list[tuple[tuple[str, ...], str]]:
+    """docs/layout.md's first text block: (the entry's folders or modules, its text), in order.
+
+    An entry starts at column 0 (``settings/``, ``errors, lazy``) and runs on
+    over the indented lines below it.
+    """
+    block = text.split("```text\n", 1)[1].split("```", 1)[0]
+    entries: list[tuple[tuple[str, ...], str]] = []
+    for line in block.splitlines():
+        if not line.strip():
+            continue
+        if not line[0].isspace():
+            head, _, rest = line.partition("  ")
+            entries.append((tuple(h.strip() for h in head.split(",")), rest.strip()))
+        else:
+            heads, body = entries[-1]
+            entries[-1] = (heads, f"{body} {line.strip()}")
+    return entries
+
+
+def _prefix(head: str) -> str:
+    return f"pacore_graph.{head.removesuffix('/')}"
+
+
+def test_docs_layout_lists_the_layers_in_the_tables_order() -> None:
+    """Every folder and top-level module of the table is an entry, in the table's order."""
+    entries = layout_entries(LAYOUT.read_text(encoding="utf-8"))
+    prefixes = [_prefix(head) for heads, _ in entries for head in heads]
+    assert set(prefixes) == {p for _, ps, _ in LAYERS for p in ps} - {"pacore_graph"}
+    order = [layer_of(p) for p in prefixes]
+    assert [layer for i, layer in enumerate(order) if i == 0 or order[i - 1] != layer] == [
+        name for name, _, _ in LAYERS
+    ]
+
+
+def test_docs_layout_names_every_module() -> None:
+    """Each module's name (and its subfolder's) is a word of its folder's entry."""
+    entries = layout_entries(LAYOUT.read_text(encoding="utf-8"))
+    texts = {_prefix(head): text for heads, text in entries for head in heads}
+    missing = []
+    for name in MODULES:
+        if name == "pacore_graph" or name in texts:
+            continue
+        folder = max((p for p in texts if name.startswith(p + ".")), key=len)
+        for part in name[len(folder) + 1 :].split("."):
+            if not re.search(rf"(?<!\w){re.escape(part)}(?!\w)", texts[folder]):
+                missing.append(name)
+    assert not missing, f"docs/layout.md does not name {missing}"

@@ -41,6 +41,7 @@ MIRRORED: tuple[tuple[Path, Path], ...] = (
     *(
         (PACKAGE / folder, TESTS / folder)
         for folder in (
+            "values",
             "settings",
             "control",
             "llm",

@@ -54,9 +54,9 @@ INTERNAL = {
     "SequenceLimiter": "pacore_graph.control.limits",
     "ChatExplorer": "pacore_graph.graph.explorer",
     "ExploreGroup": "pacore_graph.graph.explorer",
-    "render_synthesis": "pacore_graph.graph.prompts",
+    "render_synthesis": "pacore_graph.values.prompts",
     "round_sampling": "pacore_graph.graph.messages_explorer",
-    "compactor_from_name": "pacore_graph.graph.compaction",
+    "compactor_from_name": "pacore_graph.values.compaction",
 }
 PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
 

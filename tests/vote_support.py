@@ -1,6 +1,6 @@
-"""Helpers for the tests of votes off the event loop (graph/aggregation and PaCoRe's finalize).
+"""Helpers for the tests of votes off the event loop (values/aggregation and PaCoRe's finalize).
 
-Shared by tests/graph/test_aggregation.py (``aggregate_off_loop`` itself) and
+Shared by tests/values/test_aggregation.py (``aggregate_off_loop`` itself) and
 tests/graph/test_off_loop_vote.py (the same through a graph over HTTP).
 """
 
@@ -12,8 +12,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from pacore_graph.graph.aggregation import Aggregator, Verdict, extract_final_answer
-from pacore_graph.graph.records import Trajectory
+from pacore_graph.values.aggregation import Aggregator, Verdict, extract_final_answer
+from pacore_graph.values.records import Trajectory
 
 __all__ = ["Recorded", "loop_lag", "slow_extract"]
 

@@ -7,7 +7,7 @@ Long-Horizon Agentic Tasks", arXiv 2604.11753) treats the trajectories as an
 environment instead, and gives the aggregating model a few cheap tools to
 survey the answers, search for a claim and read the parts that matter
 before it answers. These are such tools, over this project's
-:class:`~pacore_graph.graph.records.Trajectory` records (the agent is
+:class:`~pacore_graph.values.records.Trajectory` records (the agent is
 :mod:`pacore_graph.graphs.aggagent`):
 
 - ``list_trajectories(start=0)``: one JSON line per trajectory (index, length
@@ -46,8 +46,8 @@ import regex
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field
 
-from pacore_graph.graph.aggregation import extract_final_answer
-from pacore_graph.graph.records import Trajectory
+from pacore_graph.values.aggregation import extract_final_answer
+from pacore_graph.values.records import Trajectory
 
 __all__ = ["TrajectoryToolLimits", "make_trajectory_tools", "trajectory_text"]
 

@@ -24,11 +24,11 @@ from pacore_graph.errors import PaCoReError
 if TYPE_CHECKING:
     from pydantic import ValidationError
 
-    from pacore_graph.graph.records import PaCoReResult
     from pacore_graph.llm.client import ChatClient
     from pacore_graph.otel.spans import TraceOptions
     from pacore_graph.settings.config import PaCoReConfig
     from pacore_graph.settings.env_settings import PaCoReSettings
+    from pacore_graph.values.records import PaCoReResult
 
 __all__ = [
     "EXIT_FAILED",
@@ -325,7 +325,7 @@ def _prepare(settings: PaCoReSettings) -> tuple[PaCoReConfig, Any]:
     """Config and compactor from the resolved settings; UsageError when they are invalid."""
     from pydantic import ValidationError
 
-    from pacore_graph.graph.compaction import compactor_from_name
+    from pacore_graph.values.compaction import compactor_from_name
 
     try:
         config = settings.to_config(embedded=not settings.base_url)

@@ -31,10 +31,10 @@ from pacore_graph.cli.common import (
 from pacore_graph.cli.dataset_arg import check_dataset_arg, load_dataset_arg
 
 if TYPE_CHECKING:
-    from pacore_graph.graph.records import PaCoReResult
     from pacore_graph.otel.spans import TraceOptions
     from pacore_graph.settings.config import PaCoReConfig
     from pacore_graph.settings.grammar import MethodSpec
+    from pacore_graph.values.records import PaCoReResult
 
 __all__ = ["_run"]
 
@@ -223,7 +223,7 @@ async def _run_with(
 def _template(path: Path | None) -> str:
     """The synthesis template: the packaged one, or the user's file (read before any call)."""
     if path is None:
-        from pacore_graph.graph.prompts import SYNTHESIS_TEMPLATE
+        from pacore_graph.values.prompts import SYNTHESIS_TEMPLATE
 
         return SYNTHESIS_TEMPLATE
     _readable_file(path, "--template")

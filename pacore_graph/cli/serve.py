@@ -30,7 +30,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     from pydantic import ValidationError
 
-    from pacore_graph.graph.compaction import compactor_from_name
+    from pacore_graph.values.compaction import compactor_from_name
 
     try:
         from pacore_graph.serve import API_KEY_ENV_VAR, ServeSettings, serve

@@ -1,5 +1,6 @@
 """Run control: quorum, consensus, token budgets, concurrency limits, GC tuning.
 
-Layer: may import ``errors``/``lazy`` and ``settings`` only. No imports
-here, so that ``pacore --help`` stays fast.
+Layer: above ``values`` and ``tools``, below ``settings``: decisions over
+values, no settings or I/O (``tests/test_layers.py`` holds the order). No
+imports here, so that ``pacore --help`` stays fast.
 """

@@ -38,9 +38,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pacore_graph.graph.aggregation import extract_final_answer
-from pacore_graph.graph.answer_groups import group_answers
-from pacore_graph.graph.records import Trajectory
+from pacore_graph.values.aggregation import extract_final_answer
+from pacore_graph.values.answer_groups import group_answers
+from pacore_graph.values.records import Trajectory
 
 __all__ = [
     "DEFAULT_TOP_LOGPROBS",
@@ -218,7 +218,7 @@ def weighted_vote(
     """Confidence-weighted vote: (index of the winner's first voter, weight per answer).
 
     Answers group by ``equivalent`` (exact text when None) with the votes'
-    one grouping routine (:func:`~pacore_graph.graph.answer_groups.group_answers`);
+    one grouping routine (:func:`~pacore_graph.values.answer_groups.group_answers`);
     None answers do not vote. The heaviest group wins; a tie goes to the
     group seen first (DeepConf's ``max`` over an insertion-ordered dict).
     """

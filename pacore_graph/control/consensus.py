@@ -8,7 +8,7 @@ whose extracted answers agree at share >= F, the run answers with the first
 records the stop and the tokens the skipped rounds were projected to cost.
 
 Answers are extracted with the same rule as majority voting
-(:func:`pacore_graph.graph.aggregation.extract_final_answer`). The share's
+(:func:`pacore_graph.values.aggregation.extract_final_answer`). The share's
 denominator is every explorer of the round that was not dropped by straggler
 control: failed calls and answers that cannot be extracted count against
 agreement.
@@ -19,9 +19,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from pacore_graph.graph.aggregation import extract_final_answer
-from pacore_graph.graph.answer_groups import group_answers
-from pacore_graph.graph.records import Trajectory
+from pacore_graph.values.aggregation import extract_final_answer
+from pacore_graph.values.answer_groups import group_answers
+from pacore_graph.values.records import Trajectory
 
 __all__ = ["Consensus", "EarlyStop", "round_consensus"]
 

@@ -9,7 +9,7 @@ module is the scheduler in its simplest form:
 - a request of ``n`` samples has its prompt decoded once, in the first of
   its ``n`` sequences; the KV cells are then shared with the others
   (``memory_seq_cp`` on a unified KV cache) and each sequence samples with
-  its own sampler, seeded ``seed + i`` (:func:`pacore_graph.graph.seeds.sample_seed`);
+  its own sampler, seeded ``seed + i`` (:func:`pacore_graph.values.seeds.sample_seed`);
 - new requests join the running batch at the next step (continuous
   batching): nobody is interrupted and nobody waits for a whole request to
   finish, only for a free sequence slot and KV room;
@@ -42,7 +42,7 @@ from typing import Any, Final
 
 from pacore_graph.embedded.token_logprobs import MAX_TOP_LOGPROBS, LogitRow, TokenLogprob
 from pacore_graph.errors import PaCoReError
-from pacore_graph.graph.seeds import sample_seed
+from pacore_graph.values.seeds import sample_seed
 
 __all__ = [
     "BatchEngine",

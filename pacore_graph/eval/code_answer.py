@@ -15,7 +15,7 @@ rescuing such programs, because the benchmark's published scores use it.
 
 from __future__ import annotations
 
-from pacore_graph.graph.answers import split_conclusion
+from pacore_graph.values.answers import split_conclusion
 
 __all__ = ["FENCE", "extract_code"]
 

@@ -9,7 +9,7 @@ surface: they land in ``detail`` of every grade, where a report shows them.
 
 ``problem`` is the question's text. Built-in graders use it to recognise a
 response that restates the question instead of answering it (see
-:mod:`pacore_graph.graph.answers`); :func:`grade_response` passes it to graders
+:mod:`pacore_graph.values.answers`); :func:`grade_response` passes it to graders
 that take it and leaves it out for a user's grader that does not.
 """
 
@@ -26,7 +26,7 @@ from functools import lru_cache
 from typing import Any, Protocol, runtime_checkable
 
 from pacore_graph.errors import PaCoReError
-from pacore_graph.graph.answers import extract_boxed
+from pacore_graph.values.answers import extract_boxed
 
 __all__ = [
     "MAX_DETAIL_CHARS",

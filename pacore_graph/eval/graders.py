@@ -7,7 +7,7 @@ cannot be read is a wrong answer (score 0, ``parsed=False``, the reason in
 ``detail``), never a crashed run. Programming errors still surface: they land
 in ``detail`` of every grade, where a report shows them.
 
-All built-ins grade the *answer* of a response as :mod:`pacore_graph.graph.answers`
+All built-ins grade the *answer* of a response as :mod:`pacore_graph.values.answers`
 reads it, the same answer the ``answer`` compactor keeps and majority voting
 counts: the last ``\\boxed{}`` of the conclusion (after the last
 ``</think>``), else an explicit "the answer is X", else each grader's

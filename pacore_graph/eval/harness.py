@@ -33,9 +33,6 @@ from pacore_graph.eval.graders import (
 from pacore_graph.eval.methods import MethodSpec, build_method_graph
 from pacore_graph.eval.plot import plot_scaling
 from pacore_graph.eval.report import MethodStats, summarize, write_report
-from pacore_graph.graph.answers import problem_text
-from pacore_graph.graph.compaction import Compactor
-from pacore_graph.graph.records import PaCoReResult
 from pacore_graph.llm.client import ChatClient
 from pacore_graph.otel.spans import TraceOptions
 from pacore_graph.runs.atomic import write_text_atomic
@@ -47,6 +44,9 @@ from pacore_graph.runs.progress import live_progress
 from pacore_graph.runs.results_file import ResultLine, compact_results, read_results
 from pacore_graph.runs.runner import DatasetRecord
 from pacore_graph.settings.config import PaCoReConfig
+from pacore_graph.values.answers import problem_text
+from pacore_graph.values.compaction import Compactor
+from pacore_graph.values.records import PaCoReResult
 
 __all__ = ["EvalOutcome", "completed_runs", "run_eval"]
 

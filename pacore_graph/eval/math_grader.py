@@ -52,7 +52,7 @@ from pacore_graph.eval.grade import (
     no_ground_truth,
     normalize_text,
 )
-from pacore_graph.graph.answers import (
+from pacore_graph.values.answers import (
     extract_answer,
     extract_boxed,
     is_expression,
@@ -177,7 +177,7 @@ def _require_math_verify() -> None:
 class MathGrader:
     r"""Math answer equivalence with math-verify: LaTeX, fractions, numbers, units.
 
-    The response is reduced to its answer as :mod:`pacore_graph.graph.answers` reads
+    The response is reduced to its answer as :mod:`pacore_graph.values.answers` reads
     it: the last ``\boxed{}`` of the conclusion (math-verify alone would read
     several boxed answers as one set) or an explicit "the answer is X"; when
     there is neither, the last ``tail_chars`` characters of the conclusion go

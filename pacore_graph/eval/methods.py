@@ -29,8 +29,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pacore_graph.control.limits import SequenceLimiter
-from pacore_graph.graph.compaction import Compactor
-from pacore_graph.graph.compactor_registry import CompactorRegistry
 from pacore_graph.graphs.aggagent import build_aggagent_graph
 from pacore_graph.graphs.deepconf import (
     DEFAULT_KEEP,
@@ -48,6 +46,8 @@ from pacore_graph.otel.spans import TraceOptions
 from pacore_graph.settings.config import PaCoReConfig
 from pacore_graph.settings.grammar import METHODS, MethodSpec, parse_method, parse_methods
 from pacore_graph.settings.request_limits import RequestLimits
+from pacore_graph.values.compaction import Compactor
+from pacore_graph.values.compactor_registry import CompactorRegistry
 
 __all__ = [
     "FAMILIES",

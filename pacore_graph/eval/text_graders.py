@@ -1,6 +1,6 @@
 r"""Graders that read answers as text: exact strings, numbers, choice letters.
 
-All read the answer :mod:`pacore_graph.graph.answers` finds (boxed, stated, then
+All read the answer :mod:`pacore_graph.values.answers` finds (boxed, stated, then
 their own documented fallback), so they agree with the ``answer`` compactor
 and with majority voting on what a response answered.
 
@@ -28,7 +28,7 @@ from pacore_graph.eval.grade import (
     no_ground_truth,
     normalize_text,
 )
-from pacore_graph.graph.answers import (
+from pacore_graph.values.answers import (
     extract_answer,
     extract_boxed,
     split_conclusion,
@@ -43,7 +43,7 @@ __all__ = ["ChoiceGrader", "ExactGrader", "NumericGrader"]
 class ExactGrader:
     r"""Normalised string equality with the answer: boxed, stated, else the last line.
 
-    The answer is :func:`~pacore_graph.graph.answers.extract_answer`'s with the
+    The answer is :func:`~pacore_graph.values.answers.extract_answer`'s with the
     ``line`` fallback.
 
     Normalisation ignores case, surrounding whitespace, repeated spaces, a

@@ -18,7 +18,7 @@ Topology (see ``tests/snapshots/pacore_graph.mmd``)::
   keeps the round, and routes to the next round or to ``finalize``.
 - ``finalize`` returns the answer (the final K=1 round's message, or an
   aggregator's choice), the full
-  :class:`~pacore_graph.graph.records.PaCoReResult`, and appends the answer to
+  :class:`~pacore_graph.values.records.PaCoReResult`, and appends the answer to
   ``messages`` as an ``AIMessage``.
 
 An aggregator graph (``aggregator=`` a compiled graph) adds an ``aggregate``
@@ -44,17 +44,12 @@ from langgraph.graph.state import CompiledStateGraph
 
 from pacore_graph.control.consensus import EarlyStop
 from pacore_graph.control.limits import SequenceLimiter
-from pacore_graph.graph.aggregation import Aggregator
 from pacore_graph.graph.checkpoint_types import with_pacore_types
 from pacore_graph.graph.compact_step import compact_step
-from pacore_graph.graph.compaction import Compactor, compactor_from_name
-from pacore_graph.graph.compactor_registry import CompactorRegistry
 from pacore_graph.graph.explorer import ChatExplorer
 from pacore_graph.graph.explorer_parts import ExplorerPart, aggregator_part, explorer_part
 from pacore_graph.graph.nodes import AGGREGATE_NODE, PaCoReNodes
 from pacore_graph.graph.plans import RoundPlan
-from pacore_graph.graph.prompts import SYNTHESIS_TEMPLATE, render_synthesis
-from pacore_graph.graph.records import PaCoReResult
 from pacore_graph.graph.state import PaCoReInput, PaCoReOutput, PaCoReState
 from pacore_graph.llm.batching import SampleBatcher, streams_samples
 from pacore_graph.llm.client import ChatClient
@@ -62,6 +57,11 @@ from pacore_graph.otel.spans import RunTracer, TraceOptions
 from pacore_graph.settings.config import PaCoReConfig
 from pacore_graph.settings.per_run import run_context_schema
 from pacore_graph.settings.request_limits import RequestLimits
+from pacore_graph.values.aggregation import Aggregator
+from pacore_graph.values.compaction import Compactor, compactor_from_name
+from pacore_graph.values.compactor_registry import CompactorRegistry
+from pacore_graph.values.prompts import SYNTHESIS_TEMPLATE, render_synthesis
+from pacore_graph.values.records import PaCoReResult
 
 __all__ = [
     "ainvoke_pacore",
@@ -226,7 +226,7 @@ def build_pacore_graph(
       default is PaCoRe's synthesis over ``template`` (the paper's prompt,
       byte for byte, unless given).
     - ``aggregator``: how the run answers instead of the K=1 synthesis round:
-      a vote (an :class:`~pacore_graph.graph.aggregation.Aggregator`: a single
+      a vote (an :class:`~pacore_graph.values.aggregation.Aggregator`: a single
       sample, a majority) or a graph that reads the last round's
       trajectories (``{"messages", "trajectories"}`` in, a messages state out).
     - ``early_stop``: ends a run after a round whose answers agree enough
@@ -254,7 +254,7 @@ def build_pacore_graph(
     :class:`~pacore_graph.settings.request_limits.RequestLimits`: 16 rounds, 4096
     samples, ``max_tokens`` 131072) and choosing its compactor among the
     built-ins and ``compactors`` (a ``{name: compactor}`` mapping or a
-    :class:`~pacore_graph.graph.compactor_registry.CompactorRegistry`): a run's
+    :class:`~pacore_graph.values.compactor_registry.CompactorRegistry`): a run's
     settings never import code.
     """
     cfg = (

@@ -31,10 +31,10 @@ from langgraph.types import Send
 
 from pacore_graph.graph.explorer import ExploreGroup, ExploreTask
 from pacore_graph.graph.plans import ExplorerPrompt, RoundPrompts
-from pacore_graph.graph.records import Completion, PaCoReResult, ToolCallRecord, Trajectory
 from pacore_graph.graph.state import RunShape
 from pacore_graph.settings.config import SamplingParams
 from pacore_graph.settings.rounds import Round
+from pacore_graph.values.records import Completion, PaCoReResult, ToolCallRecord, Trajectory
 
 __all__ = ["LEGACY_MODULES", "SERDE_ALLOWLIST", "pacore_serde", "with_pacore_types"]
 
@@ -73,10 +73,13 @@ def pacore_serde(extra: Iterable[tuple[str, str] | type] = ()) -> JsonPlusSerial
     return _FastSerializer(allowed_msgpack_modules=sorted(keys))
 
 
-#: Where the checkpointed types lived before the modules moved into layer
-#: folders (issue 19, part 2): a checkpoint written then names these paths.
+#: Where the checkpointed types lived before: a checkpoint written then names
+#: these paths. The first four are from before the layer folders (issue 19,
+#: part 2); ``graph.records`` is from before the values had a folder of their
+#: own (issue 33, part 2).
 LEGACY_MODULES: dict[str, str] = {
-    "pacore_graph.records": "pacore_graph.graph.records",
+    "pacore_graph.records": "pacore_graph.values.records",
+    "pacore_graph.graph.records": "pacore_graph.values.records",
     "pacore_graph.explorer": "pacore_graph.graph.explorer",
     "pacore_graph.state": "pacore_graph.graph.state",
     "pacore_graph.config": "pacore_graph.settings.config",

@@ -5,7 +5,7 @@ is, is the user's choice (``build_pacore_graph(compactor=...)``):
 
 - a built-in or registered name (``"conclusion"``, ``"answer"``, ``"budget:N"``),
   or an object with ``compact(trajectory) -> str``
-  (:class:`~pacore_graph.graph.compaction.Compactor`);
+  (:class:`~pacore_graph.values.compaction.Compactor`);
 - any function ``(Trajectory) -> str``, or an ``async`` one: the compactors
   of a round's trajectories then run concurrently (an async compactor may
   call a service);
@@ -35,8 +35,8 @@ from langchain_core.language_models import BaseLanguageModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 
-from pacore_graph.graph.answers import split_conclusion
-from pacore_graph.graph.records import Trajectory
+from pacore_graph.values.answers import split_conclusion
+from pacore_graph.values.records import Trajectory
 
 __all__ = [
     "COMPACTION_ARTIFACT",

@@ -4,7 +4,7 @@ The round node sends each explorer an :class:`ExploreTask` (its round, index,
 its prompt -- P(x, M), shared by the round, or its own when the round's plan
 gives one per explorer -- its round's sampling, a seed and the plan's
 ``extras``); the explorer returns a
-:class:`~pacore_graph.graph.records.Trajectory`. Failures are *recorded*: an
+:class:`~pacore_graph.values.records.Trajectory`. Failures are *recorded*: an
 explorer returns a trajectory with ``error`` set, and whatever one raises
 anyway is recorded the same way by the node, so one bad call never sinks its
 siblings. What else may explore (any graph with a ``messages`` state) is
@@ -36,7 +36,6 @@ from langchain_core.runnables import RunnableConfig
 
 from pacore_graph.control.confidence import compact_logprobs
 from pacore_graph.errors import ModelCallError
-from pacore_graph.graph.records import Trajectory
 from pacore_graph.graph.streaming import (
     StreamingChatClient,
     TokenStream,
@@ -46,6 +45,7 @@ from pacore_graph.graph.streaming import (
 from pacore_graph.llm.batching import SampleBatcher
 from pacore_graph.otel.spans import record_call_error, record_chat_request, record_chat_response
 from pacore_graph.settings.config import SamplingParams
+from pacore_graph.values.records import Trajectory
 
 __all__ = [
     "ChatExplorer",
@@ -193,7 +193,7 @@ class ChatExplorer:
     batcher: SampleBatcher
 
     async def explore(self, task: ExploreTask, config: RunnableConfig) -> Trajectory:
-        seed = task.seed  # this explorer's own (pacore_graph.graph.seeds), batched or not
+        seed = task.seed  # this explorer's own (pacore_graph.values.seeds), batched or not
         record_chat_request(self.batcher.client, seed=seed)  # on this explorer's span
         try:
             if task.stream and wants_tokens(config):

@@ -31,8 +31,8 @@ from langchain_core.runnables import Runnable, RunnableConfig
 
 from pacore_graph.graph.explorer import Explorer, ExploreTask, GraphExplorer
 from pacore_graph.graph.messages_explorer import MessagesAggregator, MessagesExplorer
-from pacore_graph.graph.records import Trajectory
 from pacore_graph.llm.batching import SampleBatcher
+from pacore_graph.values.records import Trajectory
 
 __all__ = ["ExplorerPart", "aggregator_part", "explorer_part"]
 

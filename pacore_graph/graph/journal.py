@@ -48,7 +48,7 @@ from typing import Any, Protocol, runtime_checkable
 from langchain_core.runnables import RunnableConfig
 
 from pacore_graph.graph.explorer import ExploreGroup, ExploreTask
-from pacore_graph.graph.records import Trajectory
+from pacore_graph.values.records import Trajectory
 
 __all__ = [
     "JOURNAL_CONFIG_KEY",

@@ -12,7 +12,7 @@ A LangGraph developer's agents speak messages: ``create_react_agent(...)``,
   (or ``reasoning``) the trajectory's reasoning;
 - tokens are the AI messages' ``usage_metadata``, summed (effective TTC
   counts the output tokens, as for the chat explorer);
-- every tool call it made is a :class:`~pacore_graph.graph.records.ToolCallRecord`
+- every tool call it made is a :class:`~pacore_graph.values.records.ToolCallRecord`
   with the tool message that answered it (an ``error`` status is the call's
   error);
 - the model is the last AI message's ``response_metadata["model_name"]``.
@@ -51,7 +51,7 @@ from langchain_core.runnables import RunnableConfig
 
 from pacore_graph.graph.explorer import ExploreTask
 from pacore_graph.graph.plans import ExplorerPrompt, RoundInput, RoundPrompts
-from pacore_graph.graph.records import ToolCallRecord, Trajectory
+from pacore_graph.values.records import ToolCallRecord, Trajectory
 
 __all__ = [
     "PACORE_SAMPLING",

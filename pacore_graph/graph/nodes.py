@@ -22,7 +22,7 @@ failed: the compaction node finds them failed by an earlier invocation (the
 explorers did not run in this one) and runs them again before it compacts.
 
 The nodes never mutate what they receive: the state's values are the frozen
-records of :mod:`pacore_graph.graph.records`, and each node returns a partial
+records of :mod:`pacore_graph.values.records`, and each node returns a partial
 update.
 """
 
@@ -47,10 +47,7 @@ from pacore_graph.control.consensus import EarlyStop
 from pacore_graph.control.limits import SequenceLimiter
 from pacore_graph.control.quorum import DROPPED, RoundGate, RoundQuorum
 from pacore_graph.errors import RoundFailedError
-from pacore_graph.graph.aggregation import Aggregator, aggregate_off_loop
 from pacore_graph.graph.compact_step import CompactStep, compact_step, compaction_tokens
-from pacore_graph.graph.compaction import Compactor
-from pacore_graph.graph.compactor_registry import CompactorRegistry
 from pacore_graph.graph.explorer import ExploreGroup, ExploreTask, failed_trajectory
 from pacore_graph.graph.explorer_parts import ExplorerPart, explorer_part
 from pacore_graph.graph.journal import journal_key, journal_of
@@ -62,9 +59,6 @@ from pacore_graph.graph.plans import (
     SynthesisPlan,
     plan_round,
 )
-from pacore_graph.graph.prompts import SYNTHESIS_TEMPLATE, last_user_index
-from pacore_graph.graph.records import PaCoReResult, Trajectory
-from pacore_graph.graph.seeds import explorer_seed
 from pacore_graph.graph.state import PaCoReState, RunShape, request_settings
 from pacore_graph.graph.streaming import (
     answer_message_id,
@@ -78,6 +72,12 @@ from pacore_graph.otel.spans import RunTracer, record_call_error
 from pacore_graph.settings.config import PaCoReConfig
 from pacore_graph.settings.per_run import SettingsError, resolve_settings, run_settings_given
 from pacore_graph.settings.request_limits import RequestLimits
+from pacore_graph.values.aggregation import Aggregator, aggregate_off_loop
+from pacore_graph.values.compaction import Compactor
+from pacore_graph.values.compactor_registry import CompactorRegistry
+from pacore_graph.values.prompts import SYNTHESIS_TEMPLATE, last_user_index
+from pacore_graph.values.records import PaCoReResult, Trajectory
+from pacore_graph.values.seeds import explorer_seed
 
 __all__ = ["PaCoReNodes", "normalize_conversation"]
 

@@ -35,13 +35,13 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeAlias
 
-from pacore_graph.graph.prompts import (
+from pacore_graph.values.prompts import (
     SYNTHESIS_TEMPLATE,
     ReferenceOrder,
     select_references,
     synthesis_messages,
 )
-from pacore_graph.graph.records import Trajectory
+from pacore_graph.values.records import Trajectory
 
 __all__ = [
     "ExplorerPrompt",
@@ -199,7 +199,7 @@ class SynthesisPlan:
     All K explorers of a round share the prompt (one ``n=K`` request).
     ``template`` is the synthesis prompt (the paper's by default, byte for
     byte); ``shuffle_seed`` and ``order`` choose the references' order
-    (:func:`~pacore_graph.graph.prompts.select_references`).
+    (:func:`~pacore_graph.values.prompts.select_references`).
     """
 
     template: str = SYNTHESIS_TEMPLATE

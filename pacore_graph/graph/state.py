@@ -15,8 +15,8 @@ from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
 from pacore_graph.graph.plans import RoundPrompts
-from pacore_graph.graph.records import PaCoReResult, Trajectory
 from pacore_graph.settings.config import PaCoReConfig, SamplingParams
+from pacore_graph.values.records import PaCoReResult, Trajectory
 
 __all__ = [
     "PaCoReInput",

@@ -44,9 +44,9 @@ from langchain_core.messages import AIMessageChunk, convert_to_messages
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, LLMResult
 from langchain_core.runnables import RunnableConfig
 
-from pacore_graph.graph.records import Completion, Trajectory
 from pacore_graph.llm.client import DeltaCallback
 from pacore_graph.settings.config import SamplingParams
+from pacore_graph.values.records import Completion, Trajectory
 
 __all__ = [
     "StreamingChatClient",

@@ -46,8 +46,8 @@ from langgraph.prebuilt import ToolNode
 from typing_extensions import TypedDict
 
 from pacore_graph.graph.explorer import ExploreTask, GraphExplorer, failed_trajectory
-from pacore_graph.graph.records import ToolCallRecord, Trajectory
 from pacore_graph.otel.spans import model_step_span, record_call_error, tool_span
+from pacore_graph.values.records import ToolCallRecord, Trajectory
 
 __all__ = [
     "ToolExplorerState",

@@ -28,14 +28,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pacore_graph.graph.answers import extract_answer, problem_text
-from pacore_graph.graph.records import PaCoReResult
 from pacore_graph.settings.grammar import (
     METHODS,
     MethodSpec,
     parse_method,
     parse_served_model,
 )
+from pacore_graph.values.answers import extract_answer, problem_text
+from pacore_graph.values.records import PaCoReResult
 
 __all__ = ["MethodRunner", "parse_method_name", "run_record"]
 

@@ -13,7 +13,7 @@ Requests are cut into chunks of at most the limiter's capacity, and each
 chunk holds one limiter unit per sample: ``max_concurrency`` bounds sequences
 in flight on the server, batched or not.
 
-Seeds: each caller brings its own (:func:`pacore_graph.graph.seeds.explorer_seed`).
+Seeds: each caller brings its own (:func:`pacore_graph.values.seeds.explorer_seed`).
 A group's callers are served in seed order and a chunk is sent with its first
 caller's seed, so when the request has to be split (a server that ignores
 ``n``) sample ``j`` goes out with ``seed + j``: the seed that caller would
@@ -43,10 +43,10 @@ from typing import Any
 
 from pacore_graph.control.limits import SequenceLimiter
 from pacore_graph.errors import MalformedReplyError, UpstreamTransportError
-from pacore_graph.graph.records import Completion
 from pacore_graph.llm.protocols import ChatClient, SampleStreamingClient
 from pacore_graph.llm.sampling import SampleOutcome
 from pacore_graph.settings.config import SamplingParams
+from pacore_graph.values.records import Completion
 
 __all__ = ["SampleBatcher", "streams_samples"]
 

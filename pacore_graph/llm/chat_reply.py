@@ -13,7 +13,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pacore_graph.errors import MalformedReplyError, NoContentError
-from pacore_graph.graph.records import Completion
 from pacore_graph.llm.reply_checks import (
     indexed_choices,
     malformed,
@@ -24,6 +23,7 @@ from pacore_graph.llm.reply_checks import (
     usage_of,
 )
 from pacore_graph.llm.sampling import SampleOutcome, first_failure
+from pacore_graph.values.records import Completion
 
 __all__ = ["apportion", "no_content", "parse_chat_choices", "parse_chat_response"]
 

@@ -17,7 +17,7 @@ how vLLM streams by default, and the count is marked ``tokens_estimated``.
 A ``watch`` may stop a choice before it ends (online DeepConf: its window
 confidence fell below the bar). It is called with each chunk's new
 log-probability entries for that choice; when it says stop, the choice is
-reported at once as a :class:`~pacore_graph.graph.records.Completion` with
+reported at once as a :class:`~pacore_graph.values.records.Completion` with
 ``finish_reason`` :data:`STOPPED` ("dropped"), the text so far and the
 tokens it spent (exact: the running usage or the entries counted), and
 once every choice has finished or been stopped the reader hangs up
@@ -33,7 +33,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pacore_graph.graph.records import Completion
 from pacore_graph.llm.chat_reply import no_content
 from pacore_graph.llm.reply_checks import (
     indexed_choices,
@@ -46,6 +45,7 @@ from pacore_graph.llm.reply_checks import (
 from pacore_graph.llm.reply_limits import LOGPROB_BYTES_PER_ENTRY, too_large
 from pacore_graph.llm.sampling import SampleOutcome
 from pacore_graph.llm.transport import decode_event
+from pacore_graph.values.records import Completion
 
 __all__ = ["STOPPED", "ChoiceStream", "ChoiceWatch"]
 

@@ -52,8 +52,6 @@ from pacore_graph.errors import (
     UpstreamStatusError,
     UpstreamTransportError,
 )
-from pacore_graph.graph.records import Completion
-from pacore_graph.graph.seeds import sample_seed
 from pacore_graph.llm.call_deadline import CallDeadline
 from pacore_graph.llm.chat_reply import (
     apportion,
@@ -86,6 +84,8 @@ from pacore_graph.llm.transport import (
     transport_errors,
 )
 from pacore_graph.settings.config import ModelRetryPolicy, SamplingParams
+from pacore_graph.values.records import Completion
+from pacore_graph.values.seeds import sample_seed
 
 __all__ = [
     "API_KEY_ENV_VARS",

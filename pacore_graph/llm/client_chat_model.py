@@ -45,8 +45,8 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import ConfigDict, Field
 
-from pacore_graph.graph.records import Completion
 from pacore_graph.settings.config import SamplingParams
+from pacore_graph.values.records import Completion
 
 __all__ = ["ClientChatModel", "ai_message"]
 

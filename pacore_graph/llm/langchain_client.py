@@ -44,7 +44,6 @@ from pacore_graph.errors import (
     UpstreamTimeoutError,
     UpstreamTransportError,
 )
-from pacore_graph.graph.records import Completion
 from pacore_graph.llm.call_deadline import CallDeadline
 from pacore_graph.llm.chat_reply import apportion, no_content
 from pacore_graph.llm.credentials import resolve_api_key
@@ -60,6 +59,7 @@ from pacore_graph.llm.sampling import (
 )
 from pacore_graph.llm.transport import retryable_status
 from pacore_graph.settings.config import ModelRetryPolicy, SamplingParams
+from pacore_graph.values.records import Completion
 
 __all__ = ["LangChainChatClient", "ReasoningChatOpenAI", "aclose_chat_model", "make_chat_model"]
 

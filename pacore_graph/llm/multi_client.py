@@ -42,7 +42,6 @@ from typing import Any
 import aiohttp
 
 from pacore_graph.errors import ModelCallError, UpstreamStatusError
-from pacore_graph.graph.records import Completion
 from pacore_graph.llm.call_deadline import CallDeadline
 from pacore_graph.llm.client import DeltaCallback, OpenAICompatClient, resolve_api_key
 from pacore_graph.llm.reply_limits import read_error_head
@@ -50,6 +49,7 @@ from pacore_graph.llm.retry import asked_wait
 from pacore_graph.llm.sampling import PerSampleClient, SampleOutcome
 from pacore_graph.llm.session_header import DEFAULT_SESSION_HEADER
 from pacore_graph.settings.config import ModelRetryPolicy, SamplingParams
+from pacore_graph.values.records import Completion
 
 __all__ = ["MultiEndpointClient", "ReplicaStats", "chat_client_for"]
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from pacore_graph.graph.records import Completion
 from pacore_graph.llm.sampling import SampleOutcome
 from pacore_graph.settings.config import SamplingParams
+from pacore_graph.values.records import Completion
 
 __all__ = ["ChatClient", "DeltaCallback", "SampleStreamingClient"]
 

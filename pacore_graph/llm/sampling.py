@@ -6,7 +6,7 @@ logic lives here once:
 
 - a server that ignores ``n`` (llama.cpp answers one choice): the missing
   samples are fetched one per request, each with its own seed
-  (:func:`pacore_graph.graph.seeds.sample_seed`), and the client remembers not to
+  (:func:`pacore_graph.values.seeds.sample_seed`), and the client remembers not to
   ask for ``n`` again;
 - a batch request that fails for good (after its retries) with a retryable
   kind of error that belongs to the request (a 500, a dropped connection, a
@@ -31,8 +31,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Self
 
 from pacore_graph.errors import InvalidPromptError, MalformedReplyError, ModelCallError
-from pacore_graph.graph.records import Completion
-from pacore_graph.graph.seeds import sample_seed
+from pacore_graph.values.records import Completion
+from pacore_graph.values.seeds import sample_seed
 
 if TYPE_CHECKING:
     from pacore_graph.settings.config import SamplingParams

@@ -3,7 +3,7 @@
 One concept per module:
 
 - :mod:`~pacore_graph.message_graph.dag`: the ``networkx.DiGraph`` of a
-  :class:`~pacore_graph.graph.records.PaCoReResult` (trajectories as nodes, consumed
+  :class:`~pacore_graph.values.records.PaCoReResult` (trajectories as nodes, consumed
   messages as edges), graded against a ground truth when one is known;
 - :mod:`~pacore_graph.message_graph.export`: node-link JSON and GraphML;
 - :mod:`~pacore_graph.message_graph.lookup`: one run out of a ``results.jsonl``;

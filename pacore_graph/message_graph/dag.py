@@ -4,10 +4,10 @@ PaCoRe's rounds talk only through compacted messages: trajectory ``r{r}.{i}``
 sees the messages of round ``r-1`` that its prompt held, and nothing else.
 When a run goes wrong (the final answer is a minority view, a correct early
 answer is lost, a failed call silently thins a round) the question is how
-answers travelled, so every :class:`~pacore_graph.graph.records.PaCoReResult` can
+answers travelled, so every :class:`~pacore_graph.values.records.PaCoReResult` can
 be turned into a ``networkx.DiGraph``:
 
-- **nodes** are trajectories, named by :attr:`~pacore_graph.graph.records.Trajectory.id`
+- **nodes** are trajectories, named by :attr:`~pacore_graph.values.records.Trajectory.id`
   (``r0.3``), with their round, index, tokens, finish reason, failure, the
   answer extracted from their content and, when a ground truth is known,
   whether that answer is correct;
@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 import networkx as nx
 
 from pacore_graph.eval.graders import auto_grader, ground_truth_answer
-from pacore_graph.graph.aggregation import extract_final_answer
-from pacore_graph.graph.records import PaCoReResult, trajectory_id
+from pacore_graph.values.aggregation import extract_final_answer
+from pacore_graph.values.records import PaCoReResult, trajectory_id
 
 if TYPE_CHECKING:
     from pacore_graph.eval.graders import Grader
@@ -54,7 +54,7 @@ def message_graph(
     Node attributes: ``round``, ``index``, ``completion_tokens``,
     ``prompt_tokens``, ``latency_s``, ``finish_reason`` (``""`` when the
     server gave none), ``failed``, ``error`` (``""`` unless failed),
-    ``truncated``, ``answer`` (:func:`~pacore_graph.graph.aggregation.extract_final_answer`
+    ``truncated``, ``answer`` (:func:`~pacore_graph.values.aggregation.extract_final_answer`
     of the content, ``""`` when there is none or the call failed),
     ``message_chars`` and ``final`` (this trajectory gave the run's answer).
     With a ground truth (one :func:`~pacore_graph.eval.graders.ground_truth_answer`

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from pacore_graph.errors import PaCoReError
-from pacore_graph.graph.records import PaCoReResult
 from pacore_graph.runs.results_file import ResultLine, read_results
+from pacore_graph.values.records import PaCoReResult
 
 __all__ = ["FoundRun", "ResultLookupError", "find_run", "load_result"]
 

@@ -34,8 +34,8 @@ from typing import Any
 
 import networkx as nx
 
-from pacore_graph.graph.records import PaCoReResult
 from pacore_graph.message_graph.draw import FAILED_COLOR, OTHER_COLOR, answer_colors
+from pacore_graph.values.records import PaCoReResult
 
 __all__ = ["ViewerLayout", "message_graph_html", "write_message_graph_html"]
 

@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pacore_graph.errors import PaCoReError
+from pacore_graph.values.trace_kinds import TRACE_KINDS
 
 __all__ = [
     "DEFAULT_TRACE_PROJECT",
@@ -45,7 +46,6 @@ __all__ = [
     "langfuse_endpoint_and_headers",
 ]
 
-TRACE_KINDS = ("console", "otlp", "jaeger", "langfuse")
 #: The resource attribute Arize Phoenix reads to file spans under a project.
 PROJECT_ATTRIBUTE = "openinference.project.name"
 #: The project runs land in unless ``--trace-project`` names another.

@@ -1,7 +1,7 @@
 """OpenTelemetry spans of a PaCoRe run, following the GenAI semantic conventions.
 
 (Where spans *go* is set up in :mod:`pacore_graph.otel.exporters`; attribute
-names and the provider rule are in :mod:`pacore_graph.otel.conventions`.)
+names and the provider rule are in :mod:`pacore_graph.values.conventions`.)
 
 Written against the OpenTelemetry *API*: with no SDK provider configured every
 call is a no-op, and a run that is not being recorded stops making spans
@@ -48,13 +48,13 @@ but shows ``invoke_workflow`` and a span without an operation as unknown,
 which is why the kind is always set. The run's root span carries
 the question and the answer as ``input.value`` / ``output.value`` (only with
 content capture; their sizes otherwise), which is what a backend's trace list
-shows. ``error.type`` is low-cardinality (:func:`~pacore_graph.otel.conventions.error_type`:
+shows. ``error.type`` is low-cardinality (:func:`~pacore_graph.values.conventions.error_type`:
 the HTTP status, the error's kind or the exception class).
 ``gen_ai.conversation.id`` is the run id on every span, so Langfuse groups a
 run as one session. A chat span also says where the call went
 (``server.address``/``server.port``), who serves the model
-(``gen_ai.provider.name``, see :func:`~pacore_graph.otel.conventions.provider_name`),
-the sample's seed (``gen_ai.request.seed``, see :mod:`pacore_graph.graph.seeds`)
+(``gen_ai.provider.name``, see :func:`~pacore_graph.values.conventions.provider_name`),
+the sample's seed (``gen_ai.request.seed``, see :mod:`pacore_graph.values.seeds`)
 and the model that answered
 (``gen_ai.response.model``); the explorer reports the request and the response
 with :func:`record_chat_request` and :func:`record_chat_response`. Prompt and
@@ -86,10 +86,10 @@ from opentelemetry.trace import (
     Tracer,
 )
 
-from pacore_graph.graph.records import PaCoReResult, Trajectory
-from pacore_graph.otel import conventions as semconv
 from pacore_graph.otel import openinference as oi
 from pacore_graph.settings.config import PaCoReConfig, SamplingParams
+from pacore_graph.values import conventions as semconv
+from pacore_graph.values.records import PaCoReResult, Trajectory
 
 __all__ = [
     "CAPTURE_CONTENT_ENV",
@@ -179,7 +179,7 @@ def model_step_span(
     A call that raises leaves the span with an error status and the
     exception recorded (the SDK does that) and, like a plain explorer's
     chat span, a low-cardinality ``error.type``
-    (:func:`~pacore_graph.otel.conventions.error_type`: the HTTP status, the
+    (:func:`~pacore_graph.values.conventions.error_type`: the HTTP status, the
     error's kind or its class). The exception goes on to the caller, which
     decides whether it fails the trajectory (and then passes it to
     :func:`record_call_error` for the explorer's own span).
@@ -292,7 +292,7 @@ class TraceOptions:
     the environment variable of the GenAI conventions. ``provider_name``
     names the server for ``gen_ai.provider.name`` (e.g. ``"vllm"``); ``None``
     infers it from the client's base URL
-    (:func:`~pacore_graph.otel.conventions.provider_name`).
+    (:func:`~pacore_graph.values.conventions.provider_name`).
     """
 
     enabled: bool = True

@@ -43,13 +43,13 @@ from pacore_graph.eval.graders import (
     grade_response,
     ground_truth_answer,
 )
-from pacore_graph.graph.answers import problem_text
 from pacore_graph.graph.nodes import normalize_conversation
-from pacore_graph.graph.prompts import SYNTHESIS_TEMPLATE, synthesis_messages
-from pacore_graph.graph.records import PaCoReResult, Trajectory, trajectory_id
 from pacore_graph.graph.streaming import answer_message_id
 from pacore_graph.runs.jsonl import BadLine
 from pacore_graph.runs.results_file import ResultLine, read_results
+from pacore_graph.values.answers import problem_text
+from pacore_graph.values.prompts import SYNTHESIS_TEMPLATE, synthesis_messages
+from pacore_graph.values.records import PaCoReResult, Trajectory, trajectory_id
 
 __all__ = [
     "EPISODE_SCHEMA_VERSION",

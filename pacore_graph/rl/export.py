@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import IO, Any
 
 from pacore_graph.eval.graders import Grader
-from pacore_graph.graph.prompts import SYNTHESIS_TEMPLATE
 from pacore_graph.rl import require_rl
 from pacore_graph.rl.episodes import (
     Episode,
@@ -43,6 +42,7 @@ from pacore_graph.rl.episodes import (
 )
 from pacore_graph.rl.rows import ROW_FORMATS, check_row_format, write_rows
 from pacore_graph.runs.atomic import write_text_atomic
+from pacore_graph.values.prompts import SYNTHESIS_TEMPLATE
 
 __all__ = [
     "EXPORT_FORMATS",

@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pacore_graph.graph.compaction import compactor_from_name
 from pacore_graph.graph.nodes import normalize_conversation
-from pacore_graph.graph.records import Trajectory
 from pacore_graph.rl.episodes import ResultRun, iter_result_runs
 from pacore_graph.runs.jsonl import BadLine, read_lines
+from pacore_graph.values.compaction import compactor_from_name
+from pacore_graph.values.records import Trajectory
 
 __all__ = ["PoolProblem", "load_pool", "pool_from_results", "read_pacore_train", "read_records"]
 

@@ -37,10 +37,7 @@ from types import MappingProxyType
 from typing import IO, Any
 
 from pacore_graph.eval.graders import Grader, auto_grader, grade_response, ground_truth_answer
-from pacore_graph.graph.answers import problem_text
-from pacore_graph.graph.compaction import compactor_from_name
 from pacore_graph.graph.nodes import normalize_conversation
-from pacore_graph.graph.prompts import SYNTHESIS_TEMPLATE, synthesis_messages
 from pacore_graph.rl import require_rl
 from pacore_graph.rl.episodes import chat_message
 from pacore_graph.rl.pool import (
@@ -52,6 +49,9 @@ from pacore_graph.rl.pool import (
 )
 from pacore_graph.rl.rewards import decode_ground_truth, encode_ground_truth
 from pacore_graph.rl.rows import ROW_FORMATS, check_row_format, write_jsonl, write_rows
+from pacore_graph.values.answers import problem_text
+from pacore_graph.values.compaction import compactor_from_name
+from pacore_graph.values.prompts import SYNTHESIS_TEMPLATE, synthesis_messages
 
 __all__ = [
     "CODE_CATEGORIES",

@@ -25,9 +25,9 @@ from pacore_graph.eval.graders import (
     grade_response,
     grader_from_name,
 )
-from pacore_graph.graph.answers import problem_text
-from pacore_graph.graph.compaction import Compactor, ConclusionCompactor, compactor_from_name
-from pacore_graph.graph.records import Trajectory
+from pacore_graph.values.answers import problem_text
+from pacore_graph.values.compaction import Compactor, ConclusionCompactor, compactor_from_name
+from pacore_graph.values.records import Trajectory
 
 __all__ = [
     "PaCoReReward",

@@ -56,8 +56,8 @@ from verifiers.v1.configs.harness import HarnessConfig
 from verifiers.v1.envs.single_agent import SingleAgentEnv, SingleAgentEnvConfig
 
 from pacore_graph.eval.graders import Grade, Grader, auto_grader, grade_response
-from pacore_graph.graph.answers import problem_text
 from pacore_graph.rl.rewards import PaCoReReward, decode_ground_truth
+from pacore_graph.values.answers import problem_text
 
 __all__ = [
     "TASKSET_ID",

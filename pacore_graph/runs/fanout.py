@@ -50,9 +50,9 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 
 from pacore_graph.graph.journal import JOURNAL_CONFIG_KEY, ExplorerJournal, JournalScope
-from pacore_graph.graph.records import PaCoReResult
 from pacore_graph.runs.checkpoint import DEFAULT_DURABILITY, CheckpointDurability, with_checkpointer
 from pacore_graph.runs.store_guard import StoreError
+from pacore_graph.values.records import PaCoReResult
 
 __all__ = ["Job", "OnDone", "run_jobs"]
 

@@ -28,8 +28,8 @@ from typing import IO, Any
 
 from langchain_core.messages import AIMessageChunk
 
-from pacore_graph.graph.records import PaCoReResult
 from pacore_graph.runs.heartbeat import HEARTBEAT_SECONDS, Silence, tick_interval, ticking
+from pacore_graph.values.records import PaCoReResult
 
 __all__ = ["HEARTBEAT_SECONDS", "LiveRun", "run_live"]
 

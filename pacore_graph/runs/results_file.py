@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pacore_graph.graph.records import PaCoReResult
 from pacore_graph.runs.atomic import write_lines_atomic
 from pacore_graph.runs.jsonl import BadLine, JsonLine, iter_raw_lines, read_lines
+from pacore_graph.values.records import PaCoReResult
 
 __all__ = [
     "ResultKey",

@@ -35,13 +35,13 @@ from pathlib import Path
 from typing import IO, Any
 
 from pacore_graph.graph.nodes import normalize_conversation
-from pacore_graph.graph.records import PaCoReResult
 from pacore_graph.runs.checkpoint import DEFAULT_DURABILITY, CheckpointDurability
 from pacore_graph.runs.fanout import Job, run_jobs
 from pacore_graph.runs.jsonl import BadLine, open_append, read_lines
 from pacore_graph.runs.private_files import private_dir
 from pacore_graph.runs.progress import progress_bar
 from pacore_graph.runs.results_file import ResultLine, compact_results, read_results
+from pacore_graph.values.records import PaCoReResult
 
 __all__ = [
     "PACORE_MODEL_NODES",

@@ -89,8 +89,8 @@ import ormsgpack
 from langgraph.checkpoint.base import WRITES_IDX_MAP, get_checkpoint_metadata
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from pacore_graph.graph.records import Trajectory
 from pacore_graph.runs.store_guard import StoreGuard
+from pacore_graph.values.records import Trajectory
 
 __all__ = ["GroupCommitSqliteSaver"]
 

@@ -63,7 +63,6 @@ from starlette.types import Receive, Scope, Send
 from pacore_graph.control.limits import SequenceLimiter
 from pacore_graph.errors import ModelCallError, RoundFailedError
 from pacore_graph.graph.builder import build_pacore_graph
-from pacore_graph.graph.records import PaCoReResult
 from pacore_graph.llm.client import ChatClient
 from pacore_graph.llm.multi_client import chat_client_for
 from pacore_graph.serve.errors import APIError, error_body_for, error_response
@@ -98,6 +97,7 @@ from pacore_graph.serve.streaming import (
     StreamWire,
 )
 from pacore_graph.settings.grammar import SERVED_MODELS, MethodSpec, is_served_name
+from pacore_graph.values.records import PaCoReResult
 
 __all__ = ["ServeState", "create_app"]
 

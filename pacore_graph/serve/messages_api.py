@@ -41,10 +41,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pacore_graph.graph.records import PaCoReResult
 from pacore_graph.serve.errors import APIError, anthropic_error_body, anthropic_status
 from pacore_graph.serve.protocol import RunRequest, usage_body
 from pacore_graph.settings.fields import serve_names
+from pacore_graph.values.records import PaCoReResult
 
 __all__ = [
     "MessageStreamWire",

@@ -40,8 +40,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from pacore_graph.errors import ERROR_KINDS, ModelCallError, RoundFailedError
-from pacore_graph.graph.records import PaCoReResult
 from pacore_graph.serve.queue import RunQueue
+from pacore_graph.values.records import PaCoReResult
 
 __all__ = ["CONTENT_TYPE", "OUTCOMES", "ReplicaCounts", "ServeMetrics", "error_kind"]
 

@@ -39,9 +39,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from pacore_graph.graph.compactor_registry import CompactorRegistry
 from pacore_graph.graph.nodes import normalize_conversation
-from pacore_graph.graph.records import PaCoReResult
 from pacore_graph.serve.errors import APIError
 from pacore_graph.settings.config import PaCoReConfig
 from pacore_graph.settings.fields import SETTINGS, serve_names
@@ -49,6 +47,8 @@ from pacore_graph.settings.grammar import MethodSpec, parse_served_model, rounds
 from pacore_graph.settings.request_limits import RequestLimitError, RequestLimits
 from pacore_graph.settings.rounds import RoundItem, rounds_from_items, widths_of
 from pacore_graph.settings.validation import first_setting
+from pacore_graph.values.compactor_registry import CompactorRegistry
+from pacore_graph.values.records import PaCoReResult
 
 __all__ = [
     "RunRequest",

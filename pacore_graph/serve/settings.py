@@ -5,11 +5,11 @@ from __future__ import annotations
 import urllib.parse
 from dataclasses import dataclass, field
 
-from pacore_graph.graph.compactor_registry import CompactorRegistry
 from pacore_graph.otel.spans import TraceOptions
 from pacore_graph.settings.config import ModelRetryPolicy, PaCoReConfig, SamplingParams
 from pacore_graph.settings.fields import SERVE_SETTINGS, SETTINGS
 from pacore_graph.settings.request_limits import RequestLimitError, RequestLimits
+from pacore_graph.values.compactor_registry import CompactorRegistry
 
 __all__ = [
     "API_KEY_ENV_VAR",

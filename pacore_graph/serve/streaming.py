@@ -28,9 +28,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from pacore_graph.graph.records import PaCoReResult, Trajectory
 from pacore_graph.serve.errors import error_body
 from pacore_graph.serve.protocol import usage_body
+from pacore_graph.values.records import PaCoReResult, Trajectory
 
 __all__ = [
     "ChatStreamWire",

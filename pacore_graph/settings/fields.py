@@ -39,8 +39,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from pacore_graph.errors import PaCoReError
-from pacore_graph.otel.exporters import TRACE_KINDS
 from pacore_graph.settings.presets import PRESETS
+from pacore_graph.values.trace_kinds import TRACE_KINDS
 
 __all__ = [
     "DEFAULT_MAX_CONCURRENCY",

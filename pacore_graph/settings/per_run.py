@@ -28,7 +28,7 @@ not given keeps the value the graph was built with.
 A caller is not trusted with code or with unbounded work:
 
 - ``compactor`` resolves through the graph's
-  :class:`~pacore_graph.graph.compactor_registry.CompactorRegistry` (the built-ins
+  :class:`~pacore_graph.values.compactor_registry.CompactorRegistry` (the built-ins
   and the names the deployment registered): nothing a run names is imported;
 - ``rounds``/``preset`` and ``max_tokens`` go through the graph's
   :class:`~pacore_graph.settings.request_limits.RequestLimits` (16 rounds, 4096 samples
@@ -53,7 +53,6 @@ from pydantic import (
 from typing_extensions import TypedDict
 
 from pacore_graph.errors import PaCoReError
-from pacore_graph.graph.compactor_registry import CompactorRegistry
 from pacore_graph.settings.config import PRESETS, PaCoReConfig
 from pacore_graph.settings.fields import SETTINGS, per_run_names
 from pacore_graph.settings.request_limits import (
@@ -63,6 +62,7 @@ from pacore_graph.settings.request_limits import (
 )
 from pacore_graph.settings.rounds import Round, final_round, rounds_from_items
 from pacore_graph.settings.validation import describe
+from pacore_graph.values.compactor_registry import CompactorRegistry
 
 __all__ = [
     "MAX_RUN_ROUNDS",

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pacore_graph.errors import UpstreamStatusError
-from pacore_graph.graph.records import Completion
 from pacore_graph.settings.config import SamplingParams
+from pacore_graph.values.records import Completion
 
 __all__ = ["FakeCall", "FakeChatClient", "FakeReply"]
 

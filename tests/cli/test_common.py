@@ -25,7 +25,7 @@ from pacore_graph.cli.common import (
     _writable_file,
 )
 from pacore_graph.errors import PaCoReError
-from pacore_graph.graph.records import PaCoReResult, Trajectory
+from pacore_graph.values.records import PaCoReResult, Trajectory
 
 
 def test_exit_statuses_are_distinct_and_a_usage_error_is_a_pacore_error() -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pacore_graph.cli import EXIT_USAGE, main
-from pacore_graph.graph.records import PaCoReResult, Trajectory
+from pacore_graph.values.records import PaCoReResult, Trajectory
 
 
 def results_file(tmp_path: Path) -> Path:

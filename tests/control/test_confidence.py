@@ -23,8 +23,8 @@ from pacore_graph.control.confidence import (
     trajectory_confidence,
     weighted_vote,
 )
-from pacore_graph.graph.records import Trajectory
 from pacore_graph.testing.logprobs import logprob_entries
+from pacore_graph.values.records import Trajectory
 
 
 def entry(*top: float) -> dict[str, object]:

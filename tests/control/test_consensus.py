@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pacore_graph.control.consensus import EarlyStop, round_consensus
-from pacore_graph.graph.records import Trajectory
+from pacore_graph.values.records import Trajectory
 
 # ----------------------------------------------------------------- consensus
 

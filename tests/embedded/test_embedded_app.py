@@ -108,7 +108,7 @@ def test_n_returns_distinct_choices_from_one_batch_with_usage_summed(
 
 
 def test_choice_i_of_a_seeded_request_is_seeded_seed_plus_i(server: EmbeddedServer) -> None:
-    """What a client splitting ``n`` would fetch (``graph.seeds``): same seeds, same samples."""
+    """What a client splitting ``n`` would fetch (``values.seeds``): same seeds, same samples."""
     body = {"messages": _QUESTION, "max_tokens": 12, "seed": 100, "temperature": 1.0}
     _, batched = _post(server, {**body, "n": 3})
     _, again = _post(server, {**body, "n": 3})

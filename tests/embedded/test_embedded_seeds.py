@@ -2,7 +2,7 @@
 
 Issue 9: with ``--seed``, the samples of a round all carried the same seed, so
 all four round-0 trajectories were identical. Each sample now has its own
-seed (``pacore_graph.graph.seeds``); the embedded server honours ``n`` and seeds
+seed (``pacore_graph.values.seeds``); the embedded server honours ``n`` and seeds
 choice ``i`` with ``seed + i``, so the client's ``n``-batching path runs here
 with real tokens (issue 25) and its samples are those a split would fetch.
 """
@@ -13,9 +13,9 @@ import pytest
 from embedded_support import require_embedded
 
 from pacore_graph.graph.builder import ainvoke_pacore, build_pacore_graph
-from pacore_graph.graph.records import PaCoReResult
 from pacore_graph.llm.client import OpenAICompatClient
 from pacore_graph.settings.config import PaCoReConfig, SamplingParams
+from pacore_graph.values.records import PaCoReResult
 
 pytestmark = pytest.mark.embedded
 

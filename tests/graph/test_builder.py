@@ -27,9 +27,9 @@ from pacore_graph import (
     build_pacore_graph,
 )
 from pacore_graph.graph.explorer import ExploreTask, GraphExplorer
-from pacore_graph.graph.prompts import render_synthesis
 from pacore_graph.testing import ScriptedServer
 from pacore_graph.testing.fake_client import FakeCall, FakeChatClient, FakeReply
+from pacore_graph.values.prompts import render_synthesis
 
 SNAPSHOT = Path(__file__).parent.parent / "snapshots" / "pacore_graph.mmd"
 UPDATE_SNAPSHOTS_ENV = "PACORE_UPDATE_SNAPSHOTS"

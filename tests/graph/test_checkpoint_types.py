@@ -1,8 +1,8 @@
 """graph/checkpoint_types: the types a PaCoRe checkpoint stores, and the serializer restoring them.
 
 The serializer's bytes are compared with LangGraph's stock one (both ways),
-records saved under the module paths before the layer folders still load,
-and checkpointers of each kind get the types registered as documented.
+records saved under older module paths (before the layer folders, before
+``values/``) still load, and checkpointers of each kind get the types registered as documented.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from pacore_graph.graph.checkpoint_types import (
     with_pacore_types,
 )
 from pacore_graph.graph.explorer import ExploreGroup, ExploreTask
-from pacore_graph.graph.records import Completion, ToolCallRecord, Trajectory
 from pacore_graph.settings.config import SamplingParams
+from pacore_graph.values.records import Completion, ToolCallRecord, Trajectory
 
 
 def test_allowlist_names_every_record_type() -> None:
@@ -127,9 +127,22 @@ def test_a_group_whose_tasks_differ_beyond_index_and_seed_is_written_whole() -> 
         ExploreGroup(shared=tasks[0], varying=())
 
 
-def test_a_checkpoint_written_under_the_old_module_paths_still_loads() -> None:
-    """Records saved before the layer folders (``pacore_graph.records``, ...) load as today's."""
-    old_path = {new: old for old, new in LEGACY_MODULES.items()}
+#: Each generation of module paths a checkpoint may have been written under.
+GENERATIONS = {
+    "before the layer folders": (
+        "pacore_graph.records",
+        "pacore_graph.explorer",
+        "pacore_graph.state",
+        "pacore_graph.config",
+    ),
+    "before values/": ("pacore_graph.graph.records",),
+}
+
+
+@pytest.mark.parametrize("generation", sorted(GENERATIONS))
+def test_a_checkpoint_written_under_the_old_module_paths_still_loads(generation: str) -> None:
+    """Records saved under older paths (``pacore_graph.records``, ...) load as today's."""
+    old_path = {LEGACY_MODULES[old]: old for old in GENERATIONS[generation]}
 
     def to_old(code: int, data: bytes) -> ormsgpack.Ext:
         value = ormsgpack.unpackb(data, ext_hook=to_old, option=ormsgpack.OPT_NON_STR_KEYS)
@@ -159,7 +172,8 @@ def test_a_checkpoint_written_under_the_old_module_paths_still_loads() -> None:
         ormsgpack.unpackb(data, ext_hook=to_old, option=ormsgpack.OPT_NON_STR_KEYS),
         option=ormsgpack.OPT_NON_STR_KEYS,
     )
-    assert b"pacore_graph.records" in old and b"pacore_graph.graph.records" not in old
+    assert GENERATIONS[generation][0].encode() in old
+    assert b"pacore_graph.values.records" not in old
     wider = serde.with_msgpack_allowlist([("example", "Extra")])  # what a saver's allowlist makes
     for reader in (serde, wider):
         back = reader.loads_typed((kind, old))

@@ -21,10 +21,10 @@ from pacore_graph.graph.compact_step import (
     LLMCompactor,
     compact_step,
 )
-from pacore_graph.graph.compaction import AnswerCompactor
 from pacore_graph.llm.langchain_client import make_chat_model
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
 from pacore_graph.testing.fake_client import FakeCall, FakeChatClient, FakeReply
+from pacore_graph.values.compaction import AnswerCompactor
 
 QUESTION = "What is 6 x 7?"
 

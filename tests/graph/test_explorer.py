@@ -23,12 +23,12 @@ from pacore_graph.graph.explorer import (
     GraphExplorer,
     failed_trajectory,
 )
-from pacore_graph.graph.records import Trajectory
-from pacore_graph.graph.seeds import explorer_seed
 from pacore_graph.llm.batching import SampleBatcher
 from pacore_graph.llm.client import OpenAICompatClient
 from pacore_graph.settings.config import ModelRetryPolicy, SamplingParams
 from pacore_graph.testing import ScriptedRequest, ScriptedServer
+from pacore_graph.values.records import Trajectory
+from pacore_graph.values.seeds import explorer_seed
 
 ONE_TRY = ModelRetryPolicy(max_attempts=1)
 PARAMS = SamplingParams(max_tokens=64)

@@ -10,14 +10,14 @@ from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.graph import START, MessagesState, StateGraph
 
 from pacore_graph.control.limits import SequenceLimiter
-from pacore_graph.graph.aggregation import MajorityVote
 from pacore_graph.graph.builder import chat_explorer
 from pacore_graph.graph.explorer import ExploreTask, GraphExplorer
 from pacore_graph.graph.explorer_parts import aggregator_part, explorer_part
 from pacore_graph.graph.messages_explorer import MessagesAggregator
-from pacore_graph.graph.records import Trajectory
 from pacore_graph.settings.config import PaCoReConfig
 from pacore_graph.testing.fake_client import FakeChatClient
+from pacore_graph.values.aggregation import MajorityVote
+from pacore_graph.values.records import Trajectory
 
 TASK = ExploreTask(
     run_id="r",

@@ -141,10 +141,10 @@ def test_nodes_run_alone_outside_a_graph() -> None:
     """A node is a method: callable without a graph (progress writes are no-ops then)."""
     import asyncio
 
-    from pacore_graph.graph.compaction import compactor_from_name
     from pacore_graph.graph.explorer import ExploreTask
-    from pacore_graph.graph.records import Trajectory
     from pacore_graph.otel.spans import RunTracer, TraceOptions
+    from pacore_graph.values.compaction import compactor_from_name
+    from pacore_graph.values.records import Trajectory
 
     class Echo:
         async def explore(self, task: ExploreTask, config: Any) -> Trajectory:

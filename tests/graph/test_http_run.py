@@ -26,9 +26,6 @@ from pacore_graph import (
     ainvoke_pacore,
     build_pacore_graph,
 )
-from pacore_graph.graph.prompts import render_synthesis
-from pacore_graph.graph.records import PaCoReResult
-from pacore_graph.graph.seeds import explorer_seed
 from pacore_graph.llm.client import OpenAICompatClient
 from pacore_graph.llm.langchain_client import LangChainChatClient, make_chat_model
 from pacore_graph.settings.config import ModelRetryPolicy, SamplingParams
@@ -39,6 +36,9 @@ from pacore_graph.testing import (
     ScriptedServer,
     count_tokens,
 )
+from pacore_graph.values.prompts import render_synthesis
+from pacore_graph.values.records import PaCoReResult
+from pacore_graph.values.seeds import explorer_seed
 
 FAST_RETRY = ModelRetryPolicy(max_attempts=2, initial_backoff=0.001, max_backoff=0.01)
 QUESTION = "How many primes are below 20?"

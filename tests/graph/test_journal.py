@@ -13,8 +13,8 @@ from typing import Any
 
 from pacore_graph.graph.explorer import ExploreGroup, ExploreTask
 from pacore_graph.graph.journal import JournalScope, journal_key, journal_of
-from pacore_graph.graph.records import Trajectory
 from pacore_graph.settings.config import SamplingParams
+from pacore_graph.values.records import Trajectory
 
 
 def _task(**change: Any) -> ExploreTask:

@@ -14,13 +14,13 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 
 from pacore_graph.errors import RoundFailedError
-from pacore_graph.graph.compaction import compactor_from_name
 from pacore_graph.graph.explorer import ExploreTask, failed_trajectory
 from pacore_graph.graph.nodes import PaCoReNodes, normalize_conversation
-from pacore_graph.graph.records import Trajectory
-from pacore_graph.graph.seeds import explorer_seed
 from pacore_graph.otel.spans import RunTracer, TraceOptions
 from pacore_graph.settings.config import PaCoReConfig, SamplingParams
+from pacore_graph.values.compaction import compactor_from_name
+from pacore_graph.values.records import Trajectory
+from pacore_graph.values.seeds import explorer_seed
 
 FAIL_ODD = "(odd explorers fail)"
 FAIL_ALL = "(every explorer fails)"

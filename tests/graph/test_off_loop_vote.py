@@ -1,7 +1,7 @@
 """A graph's vote off the event loop: the verdict the vote gives, the loop free, a cancel stops it.
 
 PaCoRe's finalize runs its aggregator through
-:func:`~pacore_graph.graph.aggregation.aggregate_off_loop`. Over real HTTP: a
+:func:`~pacore_graph.values.aggregation.aggregate_off_loop`. Over real HTTP: a
 scripted server answers each sample with a different word (by the question
 and the sample index), so the vote parses every answer with math-verify (and
 burns a few ms per answer, so it is long on any machine). The majority graph
@@ -19,15 +19,15 @@ import time
 import pytest
 from vote_support import Recorded, loop_lag, slow_extract
 
-from pacore_graph.graph.aggregation import (
-    MajorityVote,
-    extract_final_answer,
-)
 from pacore_graph.graph.builder import ainvoke_pacore, build_pacore_graph
 from pacore_graph.graphs.majority import build_majority_graph
 from pacore_graph.llm.client import OpenAICompatClient
 from pacore_graph.settings.config import PaCoReConfig, SamplingParams
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
+from pacore_graph.values.aggregation import (
+    MajorityVote,
+    extract_final_answer,
+)
 
 K = 120
 

@@ -20,10 +20,10 @@ from pacore_graph.graph.plans import (
     SynthesisPlan,
     plan_round,
 )
-from pacore_graph.graph.prompts import select_references, synthesis_messages
-from pacore_graph.graph.records import Trajectory
 from pacore_graph.llm.client import OpenAICompatClient
 from pacore_graph.testing import ScriptedRequest, ScriptedServer
+from pacore_graph.values.prompts import select_references, synthesis_messages
+from pacore_graph.values.records import Trajectory
 
 PROBLEM = ({"role": "user", "content": "What is 2 + 2?"},)
 

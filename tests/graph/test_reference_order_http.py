@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from pacore_graph import PaCoReConfig, ainvoke_pacore, build_pacore_graph
-from pacore_graph.graph.prompts import render_synthesis
 from pacore_graph.llm.client import OpenAICompatClient
 from pacore_graph.settings.config import ModelRetryPolicy
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
+from pacore_graph.values.prompts import render_synthesis
 
 QUESTION = "What is 54 - 6?"
 FAST_RETRY = ModelRetryPolicy(max_attempts=1, initial_backoff=0.001, max_backoff=0.01)

@@ -15,7 +15,6 @@ import pytest
 
 from pacore_graph import PaCoReConfig, ainvoke_pacore, build_pacore_graph
 from pacore_graph.cli import main
-from pacore_graph.graph.records import PaCoReResult
 from pacore_graph.llm.client import OpenAICompatClient
 from pacore_graph.settings.config import ModelRetryPolicy, SamplingParams
 from pacore_graph.testing import (
@@ -25,6 +24,7 @@ from pacore_graph.testing import (
     ScriptedServer,
     ThroughputServer,
 )
+from pacore_graph.values.records import PaCoReResult
 
 FAST_RETRY = ModelRetryPolicy(max_attempts=1)
 SLOW_S = 2.0
@@ -33,7 +33,7 @@ SLOW_S = 2.0
 async def slow_by_seed(req: ScriptedRequest) -> ScriptedReply:
     """Explorers 0 and 1 of each round answer at once; the others take SLOW_S seconds.
 
-    Sample j of an ``n``-sample request stands for seed + j (pacore_graph.graph.seeds).
+    Sample j of an ``n``-sample request stands for seed + j (pacore_graph.values.seeds).
     """
     seed = (req.seed or 0) + req.sample_index
     if seed % 1000 >= 2:

@@ -12,7 +12,6 @@ from typing import get_type_hints
 from langchain_core.messages import AIMessage, HumanMessage
 
 from pacore_graph import PaCoReConfig, build_pacore_graph
-from pacore_graph.graph.records import Trajectory
 from pacore_graph.graph.state import (
     PaCoReInput,
     PaCoReOutput,
@@ -22,6 +21,7 @@ from pacore_graph.graph.state import (
 )
 from pacore_graph.settings.config import SamplingParams
 from pacore_graph.testing.fake_client import FakeChatClient
+from pacore_graph.values.records import Trajectory
 
 
 def t(index: int) -> Trajectory:

@@ -23,13 +23,13 @@ from opentelemetry.trace import StatusCode
 from pacore_graph import PaCoReConfig, build_pacore_graph
 from pacore_graph.graph.builder import ainvoke_pacore
 from pacore_graph.graph.explorer import ExploreTask
-from pacore_graph.graph.records import Trajectory
 from pacore_graph.graph.tool_explorer import build_tool_explorer, static_tools
 from pacore_graph.llm.langchain_client import aclose_chat_model, make_chat_model
 from pacore_graph.otel.spans import TraceOptions
 from pacore_graph.settings.config import ModelRetryPolicy
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer, ScriptedToolCall
 from pacore_graph.testing.fake_client import FakeChatClient
+from pacore_graph.values.records import Trajectory
 
 SNAPSHOT = Path(__file__).parent.parent / "snapshots" / "pacore_tool_explorer_xray.mmd"
 QUESTION = {"messages": [{"role": "user", "content": "2+3?"}]}

@@ -26,8 +26,6 @@ from opentelemetry.trace import StatusCode
 
 from pacore_graph.errors import RoundFailedError
 from pacore_graph.graph.checkpoint_types import pacore_serde
-from pacore_graph.graph.records import ToolCallRecord, Trajectory
-from pacore_graph.graph.seeds import explorer_seed
 from pacore_graph.graph.streaming import answer_message_id
 from pacore_graph.graphs.aggagent import (
     AGGAGENT_SYSTEM_PROMPT,
@@ -44,6 +42,8 @@ from pacore_graph.settings.config import ModelRetryPolicy, PaCoReConfig, Samplin
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer, ScriptedToolCall
 from pacore_graph.testing.scripted_server import count_tokens
 from pacore_graph.tools.trajectories import TrajectoryToolLimits
+from pacore_graph.values.records import ToolCallRecord, Trajectory
+from pacore_graph.values.seeds import explorer_seed
 
 QUESTION = "What is 17 + 25? Put the answer in \\boxed{}."
 TALLY = re.compile(r"Answers \(most common first\): (.*)\.")

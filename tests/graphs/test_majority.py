@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from baselines_support import BASE_SEED, QUESTION, is_synthesis
 
-from pacore_graph.graph.aggregation import extract_final_answer
 from pacore_graph.graph.builder import ainvoke_pacore
-from pacore_graph.graph.records import Completion
 from pacore_graph.graphs.majority import build_majority_graph
 from pacore_graph.settings.config import PaCoReConfig, SamplingParams
 from pacore_graph.testing.fake_client import FakeCall, FakeChatClient, FakeReply
+from pacore_graph.values.aggregation import extract_final_answer
+from pacore_graph.values.records import Completion
 
 
 def majority_by_sample(call: FakeCall) -> FakeReply:

@@ -116,7 +116,7 @@ async def test_tool_loop_is_bounded_and_unknown_tools_are_reported(repo: Path) -
 
 
 def test_swe_compactor_on_a_trajectory_without_artifacts() -> None:
-    from pacore_graph.graph.records import Trajectory
+    from pacore_graph.values.records import Trajectory
 
     msg = SWECompactor().compact(Trajectory(round=0, index=0, content="<think>x</think>done"))
     assert "(no changes)" in msg and "Test result: not run" in msg and msg.endswith("done")

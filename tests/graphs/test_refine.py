@@ -11,9 +11,9 @@ import pytest
 from baselines_support import QUESTION
 
 from pacore_graph.graph.builder import ainvoke_pacore
-from pacore_graph.graph.prompts import render_synthesis
 from pacore_graph.graphs.refine import build_refine_graph
 from pacore_graph.testing.fake_client import FakeCall, FakeChatClient, FakeReply
+from pacore_graph.values.prompts import render_synthesis
 
 DRAFT_RE = re.compile(r"draft v(\d+)")
 

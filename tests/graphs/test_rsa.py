@@ -17,12 +17,12 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from pacore_graph.graph.builder import ainvoke_pacore
-from pacore_graph.graph.seeds import explorer_seed
 from pacore_graph.graphs.rsa import build_rsa_graph, draw_subsets, problem_key, rsa_prompt
 from pacore_graph.llm.client import OpenAICompatClient
 from pacore_graph.otel.spans import TraceOptions
 from pacore_graph.settings.config import PaCoReConfig, SamplingParams
 from pacore_graph.testing.scripted_server import ScriptedReply, ScriptedRequest, ScriptedServer
+from pacore_graph.values.seeds import explorer_seed
 
 QUESTION = "What is 6 times 7?"
 BASE_SEED = 500

@@ -24,11 +24,11 @@ from inspect_ai.log import EvalLog, read_eval_log
 from inspect_ai.model import GenerateConfig, get_model
 from inspect_ai.tool import ToolInfo
 
-from pacore_graph.graph.answers import extract_answer
 from pacore_graph.integrations.inspect_provider import chat_messages, run_context
 from pacore_graph.integrations.method_runner import MethodRunner, run_record
 from pacore_graph.testing import ScriptedServer
 from pacore_graph.testing.method_oracle import MethodOracle
+from pacore_graph.values.answers import extract_answer
 
 HERE = Path(__file__).parent
 TASK = "inspect_arithmetic_task.py"  # relative: Inspect refuses absolute task paths

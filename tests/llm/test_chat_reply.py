@@ -15,9 +15,9 @@ import random
 import pytest
 
 from pacore_graph.errors import MalformedReplyError
-from pacore_graph.graph.records import Completion
 from pacore_graph.llm.chat_reply import parse_chat_choices
 from pacore_graph.llm.client import apportion
+from pacore_graph.values.records import Completion
 
 
 @pytest.mark.parametrize("seed", range(200))

@@ -19,8 +19,6 @@ import pytest
 from pacore_graph import PaCoReConfig, ainvoke_pacore, build_pacore_graph
 from pacore_graph.control.limits import SequenceLimiter
 from pacore_graph.errors import ModelCallError
-from pacore_graph.graph.records import Completion, PaCoReResult
-from pacore_graph.graph.seeds import explorer_seed
 from pacore_graph.llm.batching import SampleBatcher, streams_samples
 from pacore_graph.llm.choice_stream import ChoiceStream
 from pacore_graph.llm.client import OpenAICompatClient
@@ -35,6 +33,8 @@ from pacore_graph.testing import (
     ThroughputServer,
 )
 from pacore_graph.testing.fake_client import FakeChatClient
+from pacore_graph.values.records import Completion, PaCoReResult
+from pacore_graph.values.seeds import explorer_seed
 
 ONE_TRY = ModelRetryPolicy(max_attempts=1)
 PARAMS = SamplingParams()

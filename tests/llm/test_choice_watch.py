@@ -12,11 +12,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from pacore_graph.control.confidence import WindowConfidence
-from pacore_graph.graph.records import Completion
 from pacore_graph.llm.choice_stream import STOPPED, ChoiceStream
 from pacore_graph.llm.client import OpenAICompatClient
 from pacore_graph.settings.config import ModelRetryPolicy, SamplingParams
 from pacore_graph.testing import LengthModel, ScriptedReply, ScriptedRequest, ThroughputServer
+from pacore_graph.values.records import Completion
 
 PROMPT = [{"role": "user", "content": "What is 2 + 2?"}]
 PARAMS = SamplingParams(logprobs=True, extra_body={"top_logprobs": 5})

@@ -33,7 +33,6 @@ from llm_support import (
 )
 
 from pacore_graph.errors import ModelCallError, UpstreamTransportError
-from pacore_graph.graph.records import Completion
 from pacore_graph.llm.client import ChatClient, OpenAICompatClient
 from pacore_graph.settings.config import ModelRetryPolicy, SamplingParams
 from pacore_graph.testing import (
@@ -42,6 +41,7 @@ from pacore_graph.testing import (
     ScriptedServer,
     count_tokens,
 )
+from pacore_graph.values.records import Completion
 
 
 async def server_usage(srv: ScriptedServer, body: dict[str, Any]) -> dict[str, int]:

@@ -366,7 +366,7 @@ async def test_stream_without_server_usage_counts_its_deltas() -> None:
 
 
 async def test_complete_each_fails_a_whole_request_over_to_another_replica() -> None:
-    from pacore_graph.graph.records import Completion
+    from pacore_graph.values.records import Completion
 
     dead = f"http://127.0.0.1:{closed_port()}/v1"
     async with ScriptedServer() as live:

@@ -14,7 +14,6 @@ import pytest
 from hostile_support import SMALL, ask, errors, hostile
 
 from pacore_graph.errors import ModelCallError
-from pacore_graph.graph.records import Completion
 from pacore_graph.llm.chat_reply import parse_chat_choices
 from pacore_graph.llm.reply_checks import (
     MAX_TOKENS_PER_SAMPLE,
@@ -27,6 +26,7 @@ from pacore_graph.llm.reply_checks import (
     usage_of,
 )
 from pacore_graph.testing.hostile_upstream import MALFORMED_ATTACKS, MALFORMED_EVENT_ATTACKS
+from pacore_graph.values.records import Completion
 
 #: One call per helper with a value of the wrong shape, and a word its error must carry.
 WRONG_SHAPES: list[tuple[str, Any, str]] = [

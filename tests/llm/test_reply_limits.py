@@ -17,7 +17,6 @@ import pytest
 from hostile_support import HUGE, SMALL, ask, errors, hostile
 
 from pacore_graph.errors import ModelCallError
-from pacore_graph.graph.records import Completion
 from pacore_graph.llm.reply_limits import (
     CAP_CEILING,
     EVENT_BYTES_PER_TOKEN,
@@ -29,6 +28,7 @@ from pacore_graph.llm.reply_limits import (
     reply_cap,
 )
 from pacore_graph.settings.config import ModelRetryPolicy, SamplingParams
+from pacore_graph.values.records import Completion
 
 # --------------------------------------------------------------------------- the cap
 

@@ -15,12 +15,12 @@ import pytest
 
 from pacore_graph.errors import ModelCallError
 from pacore_graph.graph.builder import ainvoke_pacore, build_pacore_graph
-from pacore_graph.graph.records import Completion
-from pacore_graph.graph.seeds import explorer_seed
 from pacore_graph.llm.client import OpenAICompatClient
 from pacore_graph.llm.langchain_client import LangChainChatClient, make_chat_model
 from pacore_graph.settings.config import ModelRetryPolicy, PaCoReConfig, SamplingParams
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
+from pacore_graph.values.records import Completion
+from pacore_graph.values.seeds import explorer_seed
 
 PARAMS = SamplingParams()
 ONE_TRY = ModelRetryPolicy(max_attempts=1)

@@ -18,7 +18,6 @@ import pytest
 
 from pacore_graph import PaCoReConfig, ainvoke_pacore, build_pacore_graph
 from pacore_graph.cli import main
-from pacore_graph.graph.records import PaCoReResult
 from pacore_graph.llm.client import OpenAICompatClient
 from pacore_graph.llm.multi_client import chat_client_for
 from pacore_graph.llm.session_header import (
@@ -31,6 +30,7 @@ from pacore_graph.llm.session_header import (
 from pacore_graph.settings.config import ModelRetryPolicy, SamplingParams
 from pacore_graph.testing import ScriptedRequest, ScriptedServer
 from pacore_graph.testing.scripted_server import LoggedRequest
+from pacore_graph.values.records import PaCoReResult
 
 FAST_RETRY = ModelRetryPolicy(max_attempts=3, initial_backoff=0.001, max_backoff=0.01)
 QUESTIONS = ("What is 2 + 2? (alpha)", "What is 3 + 3? (beta)")

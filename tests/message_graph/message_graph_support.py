@@ -13,7 +13,7 @@ from typing import Any
 
 import networkx as nx
 
-from pacore_graph.graph.records import PaCoReResult, Trajectory
+from pacore_graph.values.records import PaCoReResult, Trajectory
 
 
 def boxed(answer: str) -> str:

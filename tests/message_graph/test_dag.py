@@ -21,11 +21,11 @@ from message_graph_support import (
 
 from pacore_graph import PaCoReConfig, SamplingParams, ainvoke_pacore, build_pacore_graph
 from pacore_graph.eval.graders import ExactGrader, Grade
-from pacore_graph.graph.records import PaCoReResult
 from pacore_graph.message_graph import (
     message_graph,
 )
 from pacore_graph.testing.fake_client import FakeCall, FakeChatClient, FakeReply
+from pacore_graph.values.records import PaCoReResult
 
 
 def test_nodes_and_edges_follow_the_records() -> None:

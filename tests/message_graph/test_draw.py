@@ -15,7 +15,6 @@ from message_graph_support import (
     wide,
 )
 
-from pacore_graph.graph.records import PaCoReResult
 from pacore_graph.message_graph import (
     FAILED_COLOR,
     OTHER_COLOR,
@@ -25,6 +24,7 @@ from pacore_graph.message_graph import (
     message_graph,
     message_graph_figure,
 )
+from pacore_graph.values.records import PaCoReResult
 
 
 @pytest.mark.parametrize(

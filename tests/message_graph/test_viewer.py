@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 from browser_support import Page, open_browser, pixel_difference
 
-from pacore_graph.graph.records import PaCoReResult, Trajectory
 from pacore_graph.message_graph import answer_colors, message_graph, message_graph_html
+from pacore_graph.values.records import PaCoReResult, Trajectory
 
 HOSTILE = "</script><script>window.__pwned = 1</script>"
 #: An answer the extractor keeps whole (no spaces), which runs if put into HTML unescaped.

@@ -28,9 +28,9 @@ from pacore_graph.errors import (
     UpstreamTransportError,
 )
 from pacore_graph.otel import openinference as oi
-from pacore_graph.otel.conventions import UNKNOWN_ERROR_TYPE, error_type
 from pacore_graph.otel.spans import TraceOptions
 from pacore_graph.testing.fake_client import FakeCall, FakeChatClient, FakeReply
+from pacore_graph.values.conventions import UNKNOWN_ERROR_TYPE, error_type
 
 Run = Callable[..., Awaitable[tuple[list[ReadableSpan], PaCoReResult]]]
 

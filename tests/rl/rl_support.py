@@ -19,10 +19,10 @@ import pytest
 from pacore_graph import PaCoReConfig, build_pacore_graph
 from pacore_graph.eval.harness import run_eval
 from pacore_graph.eval.methods import parse_methods
-from pacore_graph.graph.records import PaCoReResult, Trajectory
 from pacore_graph.runs.runner import DatasetRecord, result_line, run_dataset
 from pacore_graph.settings.config import ModelRetryPolicy, SamplingParams
 from pacore_graph.testing.fake_client import FakeCall, FakeChatClient, FakeReply
+from pacore_graph.values.records import PaCoReResult, Trajectory
 
 # Nothing may come from a model hub: everything here is built or read offline.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

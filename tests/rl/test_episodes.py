@@ -36,7 +36,6 @@ from rl_support import (
 
 from pacore_graph import build_pacore_graph
 from pacore_graph.eval.graders import MathGrader
-from pacore_graph.graph.records import PaCoReResult, Trajectory
 from pacore_graph.llm.client import OpenAICompatClient
 from pacore_graph.rl import RLDependencyError, episodes_from_results, require_rl
 from pacore_graph.rl.episodes import (
@@ -51,6 +50,7 @@ from pacore_graph.rl.export import export_episodes
 from pacore_graph.runs.runner import DatasetRecord, result_line
 from pacore_graph.settings.config import ModelRetryPolicy
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
+from pacore_graph.values.records import PaCoReResult, Trajectory
 
 # --------------------------------------------------------------------------- episodes
 

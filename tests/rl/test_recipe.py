@@ -23,7 +23,6 @@ from rl_support import (
 
 from pacore_graph.eval.harness import run_eval
 from pacore_graph.eval.methods import parse_methods
-from pacore_graph.graph.prompts import synthesis_messages
 from pacore_graph.rl.recipe import (
     DEFAULT_THRESHOLDS,
     PoolProblem,
@@ -37,6 +36,7 @@ from pacore_graph.rl.recipe import (
 from pacore_graph.rl.rewards import decode_ground_truth
 from pacore_graph.runs.runner import read_dataset
 from pacore_graph.testing.fake_client import FakeChatClient
+from pacore_graph.values.prompts import synthesis_messages
 
 
 def pool_of(pid: str, right: int, category: str | None = None) -> PoolProblem:

@@ -27,8 +27,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
 
 from pacore_graph import PaCoReConfig, build_pacore_graph
-from pacore_graph.graph.records import PaCoReResult, Trajectory
 from pacore_graph.runs.checkpoint import open_checkpointer, pacore_serde
+from pacore_graph.values.records import PaCoReResult, Trajectory
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CONFIG = PaCoReConfig(rounds=[4, 2], batch_samples=False, sampling={"seed": 0})

@@ -18,10 +18,10 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
 from pacore_graph import PaCoReConfig, build_pacore_graph
-from pacore_graph.graph.records import Completion, PaCoReResult
 from pacore_graph.runs.fanout import Job, run_jobs
 from pacore_graph.settings.config import SamplingParams
 from pacore_graph.testing.fake_client import FakeCall, FakeChatClient
+from pacore_graph.values.records import Completion, PaCoReResult
 
 HANG_GUARD_S = 30
 

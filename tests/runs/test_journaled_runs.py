@@ -20,11 +20,11 @@ import pytest
 from durable_support import SeedClient, saved_tasks
 
 from pacore_graph import PaCoReConfig, build_pacore_graph
-from pacore_graph.graph.records import PaCoReResult
 from pacore_graph.runs.checkpoint import open_checkpointer
 from pacore_graph.runs.fanout import Job, run_jobs
 from pacore_graph.runs.runner import PACORE_MODEL_NODES
 from pacore_graph.runs.store_guard import StoreError
+from pacore_graph.values.records import PaCoReResult
 
 #: One call per explorer (no ``n``-batching): a resume can be told apart per sample.
 CONFIG = PaCoReConfig(rounds=[4, 2], batch_samples=False, sampling={"seed": 0})

@@ -283,7 +283,7 @@ async def test_run_dataset_with_a_subset_counts_only_its_records(tmp_path: Path)
 
 
 def test_result_line_keeps_public_fields_first() -> None:
-    from pacore_graph.graph.records import PaCoReResult, Trajectory
+    from pacore_graph.values.records import PaCoReResult, Trajectory
 
     final = Trajectory(round=1, index=0, content="C", reasoning=None, message="C")
     result = PaCoReResult(

@@ -21,10 +21,10 @@ import aiosqlite
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from pacore_graph.graph.records import Trajectory
 from pacore_graph.runs import sqlite_store
 from pacore_graph.runs.sqlite_store import GroupCommitSqliteSaver
 from pacore_graph.runs.store_guard import StoreGuard
+from pacore_graph.values.records import Trajectory
 
 
 @asynccontextmanager

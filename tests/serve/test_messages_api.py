@@ -22,12 +22,12 @@ from serve_support import RunningServe, running_serve, serve_settings
 
 from pacore_graph import build_pacore_graph
 from pacore_graph.graph.builder import ainvoke_pacore
-from pacore_graph.graph.records import PaCoReResult
 from pacore_graph.llm.client import OpenAICompatClient
 from pacore_graph.serve.messages_api import chat_request
 from pacore_graph.settings.config import ModelRetryPolicy, SamplingParams
 from pacore_graph.testing import ScriptedServer
 from pacore_graph.testing.script import ScriptedRequest
+from pacore_graph.values.records import PaCoReResult
 
 KEY = "sk-messages-test-3"
 FAST = ModelRetryPolicy(max_attempts=2, initial_backoff=0.001, max_backoff=0.01)

@@ -26,11 +26,11 @@ from pacore_graph.errors import (
     UpstreamStatusError,
     UpstreamTimeoutError,
 )
-from pacore_graph.graph.records import PaCoReResult, Trajectory
 from pacore_graph.serve.metrics import OUTCOMES, ReplicaCounts, ServeMetrics, error_kind
 from pacore_graph.serve.queue import RunQueue
 from pacore_graph.settings.config import ModelRetryPolicy
 from pacore_graph.testing import ScriptedServer
+from pacore_graph.values.records import PaCoReResult, Trajectory
 
 SERVE_DOC = Path(__file__).resolve().parents[2] / "docs" / "serve.md"
 _TABLE_HEADER = "| metric | type | labels | what |"

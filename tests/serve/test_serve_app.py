@@ -26,11 +26,11 @@ from serve_support import RunningServe, free_port, running_serve, serve_process,
 
 from pacore_graph import build_pacore_graph
 from pacore_graph.graph.builder import ainvoke_pacore
-from pacore_graph.graph.seeds import explorer_seed
 from pacore_graph.llm.client import OpenAICompatClient
 from pacore_graph.serve import SERVED_MODELS, ServeSettings
 from pacore_graph.settings.config import ModelRetryPolicy, SamplingParams
 from pacore_graph.testing import ScriptedServer
+from pacore_graph.values.seeds import explorer_seed
 
 KEY = "sk-serve-test-7"
 FAST = ModelRetryPolicy(max_attempts=4, initial_backoff=0.001, max_backoff=0.01)

@@ -33,9 +33,6 @@ from serve_support import RunningServe, running_serve, serve_process, serve_sett
 
 from pacore_graph.eval.methods import build_method_graph
 from pacore_graph.graph.builder import ainvoke_pacore
-from pacore_graph.graph.compaction import AnswerCompactor
-from pacore_graph.graph.compactor_registry import CompactorRegistry
-from pacore_graph.graph.seeds import explorer_seed
 from pacore_graph.graphs.deepconf import default_warmup
 from pacore_graph.llm.client import OpenAICompatClient
 from pacore_graph.settings.config import ModelRetryPolicy, PaCoReConfig, SamplingParams
@@ -43,6 +40,9 @@ from pacore_graph.settings.grammar import SERVED_MODELS, parse_method
 from pacore_graph.settings.request_limits import RequestLimits
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
 from pacore_graph.testing.scripted_server import count_tokens
+from pacore_graph.values.compaction import AnswerCompactor
+from pacore_graph.values.compactor_registry import CompactorRegistry
+from pacore_graph.values.seeds import explorer_seed
 
 FAST = ModelRetryPolicy(max_attempts=2, initial_backoff=0.001, max_backoff=0.01)
 QUESTION = "What is 6 x 7?"

@@ -17,12 +17,12 @@ import httpx
 import pytest
 from serve_support import RunningServe, running_serve
 
-from pacore_graph.graph.compaction import AnswerCompactor
-from pacore_graph.graph.compactor_registry import CompactorRegistry
 from pacore_graph.serve import ServeSettings
 from pacore_graph.settings.config import ModelRetryPolicy, SamplingParams
 from pacore_graph.settings.request_limits import RequestLimits
 from pacore_graph.testing import ScriptedServer
+from pacore_graph.values.compaction import AnswerCompactor
+from pacore_graph.values.compactor_registry import CompactorRegistry
 
 FAST = ModelRetryPolicy(max_attempts=2, initial_backoff=0.001, max_backoff=0.01)
 MESSAGES = [{"role": "user", "content": "What is 2 + 2?"}]

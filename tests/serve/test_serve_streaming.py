@@ -6,7 +6,6 @@ from typing import Any
 
 from langchain_core.messages import AIMessageChunk
 
-from pacore_graph.graph.records import PaCoReResult, Trajectory
 from pacore_graph.serve.streaming import (
     ProgressTranslator,
     StreamChunks,
@@ -14,6 +13,7 @@ from pacore_graph.serve.streaming import (
     sse,
     sse_done,
 )
+from pacore_graph.values.records import PaCoReResult, Trajectory
 
 
 def traj(r: int, i: int, tokens: int = 5, error: str | None = None) -> Trajectory:

@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 
 from pacore_graph import PaCoReConfig, build_pacore_graph
-from pacore_graph.graph.compaction import AnswerCompactor
-from pacore_graph.graph.compactor_registry import CompactorRegistry
-from pacore_graph.graph.seeds import explorer_seed
 from pacore_graph.settings.per_run import SettingsError, resolve_settings
 from pacore_graph.settings.request_limits import RequestLimits
 from pacore_graph.testing.fake_client import FakeCall, FakeChatClient, FakeReply
+from pacore_graph.values.compaction import AnswerCompactor
+from pacore_graph.values.compactor_registry import CompactorRegistry
+from pacore_graph.values.seeds import explorer_seed
 
 QUESTION = {"messages": [{"role": "user", "content": "Q?"}]}
 

@@ -20,13 +20,13 @@ import pytest
 from pacore_graph.eval.datasets import easy_arithmetic_problems, write_jsonl
 from pacore_graph.eval.harness import run_eval
 from pacore_graph.eval.methods import parse_methods
-from pacore_graph.graph.prompts import render_synthesis
 from pacore_graph.graphs.rsa import rsa_prompt
 from pacore_graph.llm.client import OpenAICompatClient
 from pacore_graph.runs.runner import read_dataset
 from pacore_graph.settings.config import ModelRetryPolicy, PaCoReConfig, SamplingParams
 from pacore_graph.testing import MethodOracle, ScriptedRequest, ScriptedServer
 from pacore_graph.testing.method_oracle import oracle_truth
+from pacore_graph.values.prompts import render_synthesis
 
 QUESTION = "What is 50 + 98? Put your final answer in \\boxed{}."
 SEEDS = range(400)

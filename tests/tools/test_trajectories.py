@@ -8,12 +8,12 @@ import time
 import pytest
 from langchain_core.tools import BaseTool
 
-from pacore_graph.graph.records import ToolCallRecord, Trajectory
 from pacore_graph.tools.trajectories import (
     TrajectoryToolLimits,
     make_trajectory_tools,
     trajectory_text,
 )
+from pacore_graph.values.records import ToolCallRecord, Trajectory
 
 
 def attempt(index: int, answer: int, lines: int = 3) -> Trajectory:

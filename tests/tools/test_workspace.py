@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from pacore_graph.graph.records import Trajectory
 from pacore_graph.graphs.pacore_swe import SWECompactor
 from pacore_graph.tools.workspace import (
     apply_diff,
@@ -25,6 +24,7 @@ from pacore_graph.tools.workspace import (
     quote_path,
     tree_diff,
 )
+from pacore_graph.values.records import Trajectory
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 

@@ -1,12 +1,12 @@
 r"""An answer's key: what it could be equivalent to, computed once per answer text.
 
-Why: :func:`~pacore_graph.graph.answers.answers_equivalent` decides whether
+Why: :func:`~pacore_graph.values.answers.answers_equivalent` decides whether
 two answers say the same (normalised text, exact numbers, then math-verify),
 and math-verify takes milliseconds per call. A vote that compares every pair
 of K distinct answers costs K²/2 such calls (120 for 16 answers, 32,640 for
 256). An :class:`AnswerKey` holds invariants that every answer equivalent to
 it shares, so a vote needs math-verify only between answers whose keys meet
-(:func:`keys_meet`; :mod:`pacore_graph.graph.answer_groups` finds them with an
+(:func:`keys_meet`; :mod:`pacore_graph.values.answer_groups` finds them with an
 index): each answer is parsed once, and an answer written as a plain number
 (``42``, ``0.5``, ``1/2``, ``\frac{1}{2}``) is not parsed at all.
 
@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from pacore_graph.graph.answers import exact_number, normalize_answer, reads_math, symbolic_form
+from pacore_graph.values.answers import exact_number, normalize_answer, reads_math, symbolic_form
 
 __all__ = [
     "ABS_TOLERANCE",
@@ -76,7 +76,7 @@ ABS_TOLERANCE = 1e-5
 REL_TOLERANCE = 1e-6
 
 # A plain number whose math-verify reading is a sympy number of the same value
-# (checked for every form by tests/graph/test_answer_keys.py): no parse needed.
+# (checked for every form by tests/values/test_answer_keys.py): no parse needed.
 _PLAIN_NUMBER = re.compile(
     r"-?[0-9]+(?:\.[0-9]+)?|-?[0-9]+/[0-9]+|\\[dt]?frac\{-?[0-9]+\}\{[0-9]+\}"
 )

@@ -12,7 +12,7 @@ import time
 import pytest
 from vote_support import Recorded, loop_lag, slow_extract
 
-from pacore_graph.graph.aggregation import (
+from pacore_graph.values.aggregation import (
     Aggregator,
     FirstAnswer,
     MajorityVote,
@@ -20,7 +20,7 @@ from pacore_graph.graph.aggregation import (
     extract_final_answer,
     normalize_answer,
 )
-from pacore_graph.graph.records import Trajectory
+from pacore_graph.values.records import Trajectory
 
 
 def traj(index: int, content: str, *, error: str | None = None, round_: int = 0) -> Trajectory:

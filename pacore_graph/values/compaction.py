@@ -8,7 +8,7 @@ token the explorers spent, so the built-ins all keep the *conclusion*:
   ``</think>`` (the whole text when there is none). When the server returned
   the reasoning in its own field, ``content`` already is the conclusion.
 - ``answer``: only the final answer, read by the one answer extractor
-  (:func:`~pacore_graph.graph.answers.extract_answer`): the last ``\\boxed{...}``, an
+  (:func:`~pacore_graph.values.answers.extract_answer`): the last ``\\boxed{...}``, an
   explicit "the answer is X", else the last non-empty line of the conclusion.
 - ``budget:N``: the conclusion, cut to its last N tokens when longer.
 
@@ -24,8 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from pacore_graph.graph.answers import extract_answer, extract_boxed, split_conclusion
-from pacore_graph.graph.records import Trajectory
+from pacore_graph.values.answers import extract_answer, extract_boxed, split_conclusion
+from pacore_graph.values.records import Trajectory
 
 __all__ = [
     "AnswerCompactor",
@@ -66,7 +66,7 @@ class ConclusionCompactor:
 class AnswerCompactor:
     r"""Keep only the final answer: ``\boxed{X}``, a stated answer, else the last line.
 
-    The answer is the one :func:`~pacore_graph.graph.answers.extract_answer` reads
+    The answer is the one :func:`~pacore_graph.values.answers.extract_answer` reads
     (fallback ``line``), so compaction, voting and grading agree on it; a
     response with no answer (an empty box, junk) compacts to the empty text.
     """
@@ -133,7 +133,7 @@ def builtin_compactor(spec: str) -> Compactor | None:
     Never imports anything: this is what names coming from a request (a served
     graph's per-run settings, ``pacore serve``) may resolve to, together with
     the names a deployment registers
-    (:class:`~pacore_graph.graph.compactor_registry.CompactorRegistry`).
+    (:class:`~pacore_graph.values.compactor_registry.CompactorRegistry`).
     ValueError for a malformed ``budget:N``.
     """
     spec = spec.strip()

@@ -8,15 +8,15 @@ from dataclasses import replace
 import jinja2
 import pytest
 
-from pacore_graph.graph.compaction import ConclusionCompactor
-from pacore_graph.graph.prompts import (
+from pacore_graph.values.compaction import ConclusionCompactor
+from pacore_graph.values.prompts import (
     SYNTHESIS_TEMPLATE,
     order_references,
     render_synthesis,
     select_references,
     synthesis_messages,
 )
-from pacore_graph.graph.records import Trajectory
+from pacore_graph.values.records import Trajectory
 
 # The text as printed in the paper's public pipeline (pacore/batch_inference/base_exp.py).
 PROTOCOL_TEXT = (

@@ -20,9 +20,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from pacore_graph.graph.answer_groups import cancellable, group_answers
-from pacore_graph.graph.answers import answers_equivalent, extract_answer, normalize_answer
-from pacore_graph.graph.records import Trajectory
+from pacore_graph.values.answer_groups import cancellable, group_answers
+from pacore_graph.values.answers import answers_equivalent, extract_answer, normalize_answer
+from pacore_graph.values.records import Trajectory
 
 __all__ = [
     "Aggregator",
@@ -38,7 +38,7 @@ __all__ = [
 def extract_final_answer(text: str, problem: str | None = None) -> str | None:
     r"""The answer a response commits to, normalised for voting.
 
-    :func:`~pacore_graph.graph.answers.extract_answer` with the ``number`` fallback:
+    :func:`~pacore_graph.values.answers.extract_answer` with the ``number`` fallback:
     the last ``\boxed{}``, a stated answer, else the last number that is not
     part of an unevaluated expression, else (no digit at all) the last line.
     """
@@ -90,7 +90,7 @@ class FirstAnswer:
 class MajorityVote:
     """Self-consistency: the most common answer of the last round wins.
 
-    Votes are grouped by equivalence (:func:`~pacore_graph.graph.answers.answers_equivalent`:
+    Votes are grouped by equivalence (:func:`~pacore_graph.values.answers.answers_equivalent`:
     text, number or math-verify), so ``0.5``, ``1/2`` and ``\\frac{1}{2}`` vote
     together; a group is named after its first vote in explorer order. Ties go
     to the group whose first vote came from the lowest explorer index, which
@@ -98,7 +98,7 @@ class MajorityVote:
     scheduling). Responses with no extractable answer do not vote; if none
     can vote, the first successful trajectory is the answer.
 
-    The grouping is :func:`~pacore_graph.graph.answer_groups.group_answers`:
+    The grouping is :func:`~pacore_graph.values.answer_groups.group_answers`:
     each distinct answer is keyed once and compared only with the groups it
     could join, so the vote is linear in K rather than quadratic.
     """
@@ -138,7 +138,7 @@ async def aggregate_off_loop(
     distinct answers is seconds of CPU; on the loop it would stall every other
     run, health check and signal of the process (``pacore serve``). In a
     thread the loop stays responsive; a cancelled run sets the vote's stop
-    event (:func:`~pacore_graph.graph.answer_groups.cancellable`), and the
+    event (:func:`~pacore_graph.values.answer_groups.cancellable`), and the
     vote ends at its next answer instead of running on after its run.
     """
     stop = threading.Event()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pacore_graph.graph.compaction import (
+from pacore_graph.values.compaction import (
     AnswerCompactor,
     Compactor,
     ConclusionCompactor,
@@ -12,7 +12,7 @@ from pacore_graph.graph.compaction import (
     compactor_from_name,
     extract_boxed,
 )
-from pacore_graph.graph.records import Trajectory
+from pacore_graph.values.records import Trajectory
 
 
 def traj(content: str, reasoning: str | None = None) -> Trajectory:
@@ -63,7 +63,7 @@ def test_names_resolve_and_unknown_names_fail_clearly() -> None:
     assert isinstance(compactor_from_name("answer"), AnswerCompactor)
     budget = compactor_from_name("budget:64")
     assert isinstance(budget, TokenBudgetCompactor) and budget.max_tokens == 64
-    imported = compactor_from_name("pacore_graph.graph.compaction:AnswerCompactor")
+    imported = compactor_from_name("pacore_graph.values.compaction:AnswerCompactor")
     assert isinstance(imported, AnswerCompactor)
     with pytest.raises(ValueError, match="unknown compactor"):
         compactor_from_name("summary")

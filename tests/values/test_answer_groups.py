@@ -20,8 +20,8 @@ import math_verify
 import pytest
 from answer_forms_support import FORMS, WORDS, answer_set
 
-from pacore_graph.graph.aggregation import MajorityVote, Verdict, extract_final_answer
-from pacore_graph.graph.answer_groups import (
+from pacore_graph.values.aggregation import MajorityVote, Verdict, extract_final_answer
+from pacore_graph.values.answer_groups import (
     AnswerGroup,
     VoteCancelledError,
     _LeaderIndex,
@@ -30,9 +30,9 @@ from pacore_graph.graph.answer_groups import (
     group_answers,
     group_answers_pairwise,
 )
-from pacore_graph.graph.answer_keys import answer_key, keys_meet
-from pacore_graph.graph.answers import answers_equivalent
-from pacore_graph.graph.records import Trajectory
+from pacore_graph.values.answer_keys import answer_key, keys_meet
+from pacore_graph.values.answers import answers_equivalent
+from pacore_graph.values.records import Trajectory
 
 # ------------------------------------------------------------------ the old votes, verbatim
 

@@ -23,20 +23,20 @@ from pacore_graph.eval.graders import (
 )
 from pacore_graph.eval.harness import run_eval
 from pacore_graph.eval.methods import parse_methods
-from pacore_graph.graph.aggregation import MajorityVote, extract_final_answer
-from pacore_graph.graph.answers import (
-    answers_equivalent,
-    extract_answer,
-    is_restatement,
-    problem_text,
-)
-from pacore_graph.graph.compaction import AnswerCompactor
-from pacore_graph.graph.records import Trajectory
 from pacore_graph.llm.client import OpenAICompatClient
 from pacore_graph.rl.rewards import PaCoReReward
 from pacore_graph.runs.runner import read_dataset
 from pacore_graph.settings.config import ModelRetryPolicy, PaCoReConfig
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
+from pacore_graph.values.aggregation import MajorityVote, extract_final_answer
+from pacore_graph.values.answers import (
+    answers_equivalent,
+    extract_answer,
+    is_restatement,
+    problem_text,
+)
+from pacore_graph.values.compaction import AnswerCompactor
+from pacore_graph.values.records import Trajectory
 
 # (problem, response, ground truth, the expression the response restates)
 RESTATEMENTS = [

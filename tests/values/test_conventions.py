@@ -28,15 +28,16 @@ from pacore_graph import (
     ainvoke_pacore,
     build_pacore_graph,
 )
-from pacore_graph.otel import conventions
-from pacore_graph.otel.conventions import (
+from pacore_graph.otel import spans
+from pacore_graph.otel.exporters import TracingConfigError, exporter_kinds
+from pacore_graph.otel.spans import INSTRUMENTATION_NAME, TraceOptions
+from pacore_graph.values import conventions
+from pacore_graph.values.conventions import (
     OPENAI_COMPATIBLE,
     SCHEMA_URL,
     provider_name,
     server_address_and_port,
 )
-from pacore_graph.otel.exporters import TracingConfigError, exporter_kinds
-from pacore_graph.otel.spans import INSTRUMENTATION_NAME, TraceOptions
 
 SNAPSHOT = "served-model-2026-01-01"
 
@@ -137,7 +138,7 @@ def test_exporter_kinds_follow_otel_traces_exporter() -> None:
 
 def test_span_attribute_names_come_from_the_conventions_package() -> None:
     """No ``gen_ai.*``/``server.*``/``error.*`` string literal in the span code."""
-    spans_py = Path(conventions.__file__).with_name("spans.py")
+    spans_py = Path(spans.__file__)
     literals = [
         node.value
         for node in ast.walk(ast.parse(spans_py.read_text(encoding="utf-8")))
@@ -179,7 +180,7 @@ async def test_chat_spans_over_real_http_name_server_provider_seed_and_response_
         assert attrs["gen_ai.provider.name"] == OPENAI_COMPATIBLE  # a local server is not OpenAI
         assert attrs["gen_ai.request.model"] == "alias-model"
         assert attrs["gen_ai.response.model"] == SNAPSHOT
-    # Samples' seeds come from pacore_graph.graph.seeds: explorer i of round r draws
+    # Samples' seeds come from pacore_graph.values.seeds: explorer i of round r draws
     # with 40 + 1000 * r + i. Round 0 is usually one batched request (n=2)
     # carrying the seed of its first sample; a loaded machine may split it into
     # two requests. Either way the samples' seeds are the same.

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from pacore_graph.graph.seeds import ROUND_STRIDE, explorer_seed, sample_seed
 from pacore_graph.settings.config import PaCoReConfig
+from pacore_graph.values.seeds import ROUND_STRIDE, explorer_seed, sample_seed
 
 
 def test_seed_derivation_is_one_rule() -> None:

@@ -12,7 +12,7 @@ deployment registered when it built the graph::
     # a run may now say {"configurable": {"compactor": "short"}}
 
 ``module:attr`` stays what the builder and the operator's command line accept
-(:func:`~pacore_graph.graph.compaction.compactor_from_name`); a registry never does.
+(:func:`~pacore_graph.values.compaction.compactor_from_name`); a registry never does.
 The registry is immutable once built: what a deployment offers is decided in
 code, not by a request.
 """
@@ -23,7 +23,7 @@ import re
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from pacore_graph.graph.compaction import Compactor, builtin_compactor
+from pacore_graph.values.compaction import Compactor, builtin_compactor
 
 __all__ = ["BUILTIN_COMPACTOR_NAMES", "CompactorRegistry"]
 

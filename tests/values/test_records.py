@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from pacore_graph.graph.records import PaCoReResult, ToolCallRecord, Trajectory, trajectory_id
+from pacore_graph.values.records import PaCoReResult, ToolCallRecord, Trajectory, trajectory_id
 
 
 def full_trajectory(round_index: int, index: int, **overrides: Any) -> Trajectory:

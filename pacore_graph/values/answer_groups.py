@@ -12,9 +12,9 @@ order) with far fewer comparisons:
 
 - an answer seen before joins the group it joined then (a comparison depends
   only on the two texts, and groups are only ever added after it);
-- with the default :func:`~pacore_graph.graph.answers.answers_equivalent`,
+- with the default :func:`~pacore_graph.values.answers.answers_equivalent`,
   each distinct answer gets its key once
-  (:func:`~pacore_graph.graph.answer_keys.answer_key`, cached per text), an
+  (:func:`~pacore_graph.values.answer_keys.answer_key`, cached per text), an
   index over the leaders' keys finds the leaders it could be equivalent to,
   and only those are compared, first made first. Leaders the index leaves
   out cannot be equivalent (the key is a necessary condition), so the first
@@ -23,7 +23,7 @@ order) with far fewer comparisons:
 - any other ``equivalent`` is an opaque function: the full scan.
 
 A vote can be long (a thousand distinct answers to parse) and usually runs
-on a worker thread (:func:`pacore_graph.graph.aggregation.aggregate_off_loop`):
+on a worker thread (:func:`pacore_graph.values.aggregation.aggregate_off_loop`):
 inside :func:`cancellable` it checks its stop event between answers and
 between comparisons and raises :class:`VoteCancelledError` once it is set.
 """
@@ -38,8 +38,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from pacore_graph.errors import PaCoReError
-from pacore_graph.graph.answer_keys import AnswerKey, Probe, answer_key, probe_window, probes_meet
-from pacore_graph.graph.answers import answers_equivalent
+from pacore_graph.values.answer_keys import AnswerKey, Probe, answer_key, probe_window, probes_meet
+from pacore_graph.values.answers import answers_equivalent
 
 __all__ = [
     "AnswerGroup",

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal
 
-from pacore_graph.graph.records import Trajectory
+from pacore_graph.values.records import Trajectory
 
 if TYPE_CHECKING:
     import jinja2

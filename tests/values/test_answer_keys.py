@@ -4,7 +4,7 @@ Each rule of the key is checked on a pair that math-verify really finds
 equivalent (the test asserts that first, so a rule that stopped mattering
 would show), and the shortcut for plain numbers against math-verify's own
 reading of them. The grouping's property tests
-(``tests/graph/test_answer_groups.py``) check the whole on generated sets.
+(``tests/values/test_answer_groups.py``) check the whole on generated sets.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from fractions import Fraction
 
 import pytest
 
-from pacore_graph.graph.answer_keys import (
+from pacore_graph.values.answer_keys import (
     _CONSTANT_NAMES,
     ABS_TOLERANCE,
     AnswerKey,
@@ -26,7 +26,7 @@ from pacore_graph.graph.answer_keys import (
     keys_meet,
     probes_meet,
 )
-from pacore_graph.graph.answers import (
+from pacore_graph.values.answers import (
     answers_equivalent,
     exact_number,
     normalize_answer,

@@ -1,4 +1,4 @@
-"""The compactor names a request may use (graph/compactor_registry): offered, never imported.
+"""The compactor names a request may use (values/compactor_registry): offered, never imported.
 
 Resolving a request's name through a whole graph run is in
 tests/settings/test_per_run.py; here the registry is used on its own.
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from pacore_graph.graph.compaction import AnswerCompactor, builtin_compactor
-from pacore_graph.graph.compactor_registry import BUILTIN_COMPACTOR_NAMES, CompactorRegistry
+from pacore_graph.values.compaction import AnswerCompactor, builtin_compactor
+from pacore_graph.values.compactor_registry import BUILTIN_COMPACTOR_NAMES, CompactorRegistry
 
 
 def test_registry_refuses_names_that_shadow_built_ins_or_look_like_imports() -> None:
