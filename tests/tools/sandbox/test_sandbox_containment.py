@@ -32,6 +32,7 @@ from pacore_graph.tools.sandbox import (
     SandboxLimits,
     SandboxUnavailableError,
 )
+from pacore_graph.tools.sandbox.paths import interpreter_paths
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux")
 
@@ -429,8 +430,9 @@ def test_the_root_holds_only_what_the_code_needs(sandbox: LocalSandbox, tmp_path
     result = sandbox.execute(ExecRequest(code=code, workdir=tmp_path))
     assert result.ok, result.stderr
     top, tmp = (ast.literal_eval(line) for line in result.stdout.splitlines())
-    allowed = {"bin", "dev", "etc", "lib", "lib32", "lib64", "libx32", "proc", "sbin", "tmp"}
-    allowed |= {"usr", "root", "work", "opt", "home"}  # where interpreters and workspaces live
+    allowed = {"bin", "dev", "etc", "lib", "lib32", "lib64", "libx32", "proc", "sbin", "tmp", "usr"}
+    # Where this interpreter lives (a venv in /work, /opt, /check, ...): its folders are mounted.
+    allowed |= {Path(p).parts[1] for p in interpreter_paths(sys.executable)}
     assert set(top) <= allowed, top
     for absent in ("var", "sys", "boot", "srv", "mnt", "media", "run"):
         assert absent not in top
