@@ -113,14 +113,40 @@ def _field(row: Setting) -> Any:
     )
 
 
-class _SettingsBase(BaseSettings):
-    """What the generated :class:`PaCoReSettings` does beyond holding the rows' values."""
+class _FlagsThenEnv(BaseSettings):
+    """What both settings models share: flags, then the environment, nothing else.
 
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
+    A value comes from the flags (init values) first, then from the model's
+    ``env_prefix`` variables (``PACORE_*`` or ``PACORE_SERVE_*``) in the
+    mapping given to :func:`load_settings` (``os.environ`` by default); no
+    dotenv or secret files are read. Unknown names are ignored: each
+    subclass sets only its ``env_prefix``.
+    """
+
+    model_config = SettingsConfigDict(extra="ignore")
 
     if TYPE_CHECKING:  # the fields are generated from the rows; each is read by its name
 
         def __getattr__(self, name: str) -> Any: ...
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Flags (init values), then the prefixed variables; no dotenv or secret files."""
+        del env_settings, dotenv_settings, file_secret_settings
+        return (init_settings, _MappingEnvSource(settings_cls))
+
+
+class _SettingsBase(_FlagsThenEnv):
+    """What the generated :class:`PaCoReSettings` does beyond holding the rows' values."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX)
 
     @field_validator("base_url", mode="before", check_fields=False)
     @classmethod
@@ -150,19 +176,6 @@ class _SettingsBase(BaseSettings):
     def limits(self) -> RequestLimits:
         """The per-request caps these settings give (``--max-rounds``, ...)."""
         return RequestLimits(**{name: getattr(self, name) for name in LIMIT_NAMES})
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        """Flags (init values), then ``PACORE_*`` variables; no dotenv or secret files."""
-        del env_settings, dotenv_settings, file_secret_settings
-        return (init_settings, _MappingEnvSource(settings_cls))
 
     def round_widths(self) -> list[int]:
         """``rounds`` if given, else the preset's widths (``low`` when neither is)."""
@@ -221,32 +234,15 @@ if not TYPE_CHECKING:
     )
 
 
-class _ServeBase(BaseSettings):
+class _ServeBase(_FlagsThenEnv):
     """What the generated :class:`PaCoReServeSettings` does beyond holding the serve rows."""
 
-    model_config = SettingsConfigDict(env_prefix=SERVE_ENV_PREFIX, extra="ignore")
-
-    if TYPE_CHECKING:
-
-        def __getattr__(self, name: str) -> Any: ...
+    model_config = SettingsConfigDict(env_prefix=SERVE_ENV_PREFIX)
 
     @field_validator("upstream", mode="before", check_fields=False)
     @classmethod
     def _urls(cls, value: Any) -> Any:
         return _split(value) or None
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        """Flags (init values), then ``PACORE_SERVE_*`` variables; no dotenv or secret files."""
-        del env_settings, dotenv_settings, file_secret_settings
-        return (init_settings, _MappingEnvSource(settings_cls))
 
 
 #: ``pacore serve``'s own settings: flag > ``PACORE_SERVE_*`` variable > default, one

@@ -121,6 +121,41 @@ def test_unrelated_pacore_variables_are_ignored() -> None:
     assert settings == PaCoReSettings.model_validate({})
 
 
+def test_both_settings_models_read_flags_then_their_own_variables_from_one_base(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One ``settings_customise_sources``, inherited: flags, then the prefixed variables of
+    the given mapping; a ``.env`` file in the working directory is never read."""
+    from pacore_graph.settings.env_settings import PaCoReServeSettings, load_serve_settings
+
+    own = [
+        cls
+        for cls in PaCoReSettings.__mro__
+        if "settings_customise_sources" in vars(cls) and cls.__module__ == PaCoReSettings.__module__
+    ]
+    served = [
+        cls
+        for cls in PaCoReServeSettings.__mro__
+        if "settings_customise_sources" in vars(cls)
+        and cls.__module__ == PaCoReServeSettings.__module__
+    ]
+    assert len(own) == 1 and own == served  # declared once, on the shared base
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".env").write_text("PACORE_MODEL=from-dotenv\nPACORE_SERVE_MAX_QUEUE=5\n")
+    env = {
+        "PACORE_MODEL": "run-model",
+        "PACORE_SERVE_MODEL": "serve-model",
+        "PACORE_MAX_QUEUE": "7",
+    }
+    assert load_settings({}, env=env).model == "run-model"
+    assert load_settings({"model": "flag"}, env=env).model == "flag"
+    assert load_settings({}, env={}).model is None  # not the .env file's
+    server = load_serve_settings({}, env=env)
+    assert (server.model, server.max_queue) == ("serve-model", 1024)  # PACORE_MAX_QUEUE: not its
+    assert load_serve_settings({"max_queue": 3}, env={"PACORE_SERVE_MAX_QUEUE": "9"}).max_queue == 3
+    assert load_serve_settings({}, env={"PACORE_SERVE_MAX_QUEUE": "9"}).max_queue == 9
+
+
 def test_embedded_defaults_apply_only_where_nothing_was_given() -> None:
     assert load_settings({}, env={}).to_config(embedded=True).sampling.max_tokens == 256
     assert load_settings({}, env={}).to_config(embedded=True).max_concurrency == 16
