@@ -48,7 +48,7 @@ from pacore_graph.settings.fields import (
 )
 from pacore_graph.settings.grammar import split_widths
 from pacore_graph.settings.presets import PRESETS
-from pacore_graph.settings.request_limits import RequestLimitError, RequestLimits
+from pacore_graph.settings.request_limits import RequestLimits
 from pacore_graph.settings.validation import describe
 
 __all__ = [
@@ -165,12 +165,9 @@ class _SettingsBase(_FlagsThenEnv):
         """The caps are in bounds and the run these settings describe fits them (one check)."""
         try:
             limits = self.limits()
-            limits.check(rounds=self.round_widths(), max_tokens=self.max_tokens)
         except BoundError as exc:
             raise ValueError(f"{env_name(exc.name)}: {exc}") from None
-        except RequestLimitError as exc:
-            flag = "--rounds" if exc.field == "rounds" else "--max-tokens"
-            raise ValueError(f"{flag} ({env_name(exc.field)}): {exc}") from None
+        limits.check_settings(rounds=self.round_widths(), max_tokens=self.max_tokens)
         return self
 
     def limits(self) -> RequestLimits:
