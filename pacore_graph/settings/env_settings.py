@@ -180,9 +180,7 @@ class _SettingsBase(_FlagsThenEnv):
             return list(self.rounds)
         return list(PRESETS[self.preset] if self.preset else SETTINGS["rounds"].default)
 
-    def to_config(
-        self, *, embedded: bool = False, default_max_concurrency: int | None = None
-    ) -> PaCoReConfig:
+    def to_config(self, *, embedded: bool = False) -> PaCoReConfig:
         """The run configuration these settings describe (validated by ``PaCoReConfig``).
 
         ``embedded`` applies the embedded model's defaults (a token cap and
@@ -200,11 +198,8 @@ class _SettingsBase(_FlagsThenEnv):
             given.pop("logprobs", None)  # a flag not given: the config's default
         if embedded and self.max_tokens is None:
             given["max_tokens"] = EMBEDDED_MAX_TOKENS
-        if self.max_concurrency is None:
-            if embedded:
-                given["max_concurrency"] = EMBEDDED_MAX_CONCURRENCY
-            elif default_max_concurrency is not None:
-                given["max_concurrency"] = default_max_concurrency
+        if embedded and self.max_concurrency is None:
+            given["max_concurrency"] = EMBEDDED_MAX_CONCURRENCY
         config = PaCoReConfig().with_settings(given)
         fields: dict[str, Any] = {}
         if self.token_ids:
