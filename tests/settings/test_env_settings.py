@@ -104,13 +104,13 @@ def test_only_the_listed_options_read_their_variables() -> None:
 def test_serve_reads_the_sampling_variables_but_not_the_others(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from pacore_graph.cli import _resolve_settings
+    from pacore_graph.cli import resolve_settings
 
     monkeypatch.setenv("PACORE_TEMPERATURE", "0.25")
     monkeypatch.setenv("PACORE_MODEL", "not-serves-model")
     monkeypatch.setenv("PACORE_PRESET", "bogus")
     args = build_parser().parse_args(["serve", "--upstream", "http://h:1/v1", "--model", "up"])
-    resolved = _resolve_settings(args)
+    resolved = resolve_settings(args)
     assert resolved.temperature == 0.25 and resolved.model == "up"
     assert resolved.compactor == "conclusion"
     assert args.temperature is None  # the parser's namespace is left as parsed
@@ -349,12 +349,12 @@ def test_the_round_control_rows_are_read_from_their_variables() -> None:
 
 
 def test_a_round_control_flag_wins_over_its_variable(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pacore_graph.cli import _resolve_settings
+    from pacore_graph.cli import resolve_settings
 
     for name, value in _ROUND_CONTROL_ENV.items():
         monkeypatch.setenv(name, value)
     argv = ["run", "Q", "--round-quorum", "3", "--token-budget", "7"]
-    resolved = _resolve_settings(build_parser().parse_args(argv))
+    resolved = resolve_settings(build_parser().parse_args(argv))
     config = resolved.settings.to_config()
     assert config.round_quorum == 3 and config.token_budget == 7  # the flags
     assert config.round_deadline == 30.0 and config.early_stop_consensus == 0.6  # the variables

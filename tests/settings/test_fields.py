@@ -150,12 +150,12 @@ def test_the_deepconf_window_default_is_deepconfs() -> None:
 
 
 def test_serve_flags_and_serve_settings_are_the_serve_rows() -> None:
-    from pacore_graph.cli.common import _resolve_settings
+    from pacore_graph.cli.common import resolve_settings
     from pacore_graph.cli.parser import build_parser
     from pacore_graph.serve.settings import ServeSettings
     from pacore_graph.settings.fields import SERVE_SETTINGS
 
-    args = _resolve_settings(build_parser("serve").parse_args(["serve"]))
+    args = resolve_settings(build_parser("serve").parse_args(["serve"]))
     for name, row in SERVE_SETTINGS.items():
         assert getattr(args, name) == row.default, name
         assert row.env == f"PACORE_SERVE_{name.upper()}"
@@ -173,20 +173,20 @@ def test_serve_flags_and_serve_settings_are_the_serve_rows() -> None:
 
 
 def test_serve_flags_win_over_their_pacore_serve_variables(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pacore_graph.cli.common import UsageError, _resolve_settings
+    from pacore_graph.cli.common import UsageError, resolve_settings
     from pacore_graph.cli.parser import build_parser
 
     monkeypatch.setenv("PACORE_SERVE_MAX_QUEUE", "7")
     monkeypatch.setenv("PACORE_SERVE_UPSTREAM", "http://a:1/v1,http://b:2/v1")
     monkeypatch.setenv("PACORE_SERVE_PASSTHROUGH", "false")
     monkeypatch.setenv("PACORE_SERVE_API_KEY", "k")
-    args = _resolve_settings(build_parser("serve").parse_args(["serve", "--max-queue", "9"]))
+    args = resolve_settings(build_parser("serve").parse_args(["serve", "--max-queue", "9"]))
     assert args.max_queue == 9  # the flag
     assert args.upstream == ["http://a:1/v1", "http://b:2/v1"] and args.passthrough is False
     assert args.api_key == "k"
     monkeypatch.setenv("PACORE_SERVE_PORT", "eighty")
     with pytest.raises(UsageError, match="PACORE_SERVE_PORT"):
-        _resolve_settings(build_parser("serve").parse_args(["serve"]))
+        resolve_settings(build_parser("serve").parse_args(["serve"]))
 
 
 # --------------------------------------------------------------------------- written once
