@@ -39,7 +39,6 @@ import argparse
 import asyncio
 import json
 import os
-import random
 import resource
 import statistics
 import subprocess
@@ -49,6 +48,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 import aiohttp
+from workload import floor_prompt, problems
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVER = ROOT / "pacore_graph" / "testing" / "scripted_server.py"
@@ -67,12 +67,6 @@ VARIANTS = (
     "graph-ckpt-sync",
     "graph-subgraph",
 )
-
-
-def problems(count: int) -> list[str]:
-    return [
-        f"Problem {i}: compute the sum of the first {i + 10} odd numbers." for i in range(count)
-    ]
 
 
 # --------------------------------------------------------------------------- floor
@@ -107,22 +101,9 @@ async def floor(base_url: str, count: int, batched: bool) -> int:
             return [c["message"]["content"] or "" for c in data["choices"]]
 
         async def solve(question: str) -> str:
-            convo = [{"role": "user", "content": question}]
             messages: list[str] = []
             for r, k in enumerate(SCHEDULE):
-                if r == 0:
-                    prompt = convo
-                else:
-                    refs = sorted(messages, key=len)
-                    random.Random(42).shuffle(refs)
-                    prompt = [
-                        {
-                            "role": "user",
-                            "content": template.render(
-                                original_prompt=question, ref_responses=refs
-                            ),
-                        }
-                    ]
+                prompt = floor_prompt(template, question, messages, r)
                 if batched:
                     texts = await post(prompt, k)
                 else:

@@ -50,6 +50,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from workload import floor_prompt, problems
+
 ROOT = Path(__file__).resolve().parent.parent
 SCHEDULE = (32, 4, 1)
 SAMPLES_PER_PROBLEM = sum(SCHEDULE)
@@ -57,12 +59,6 @@ VARIANTS = ("floor-n", "pacore", "pacore-nockpt")
 DEFAULT_SIZES = (50_000, 200_000, 800_000)
 FULL_SIZES = (50_000, 200_000, 800_000, 3_200_000)
 LAG_ENV = "PACORE_LOOP_LAG_FILE"  # pacore_graph.runs.loop_lag.ENV_VAR, not imported here
-
-
-def problems(count: int) -> list[str]:
-    return [
-        f"Problem {i}: compute the sum of the first {i + 10} odd numbers." for i in range(count)
-    ]
 
 
 # --------------------------------------------------------------------------- the fleet
@@ -180,7 +176,6 @@ class Fleet:
 
 async def floor_n(urls: list[str], count: int, concurrency: int) -> None:
     """The same rounds as PaCoRe, one ``n=K`` request per round, least-loaded replica."""
-    import random
 
     import aiohttp
     import jinja2
@@ -211,13 +206,7 @@ async def floor_n(urls: list[str], count: int, concurrency: int) -> None:
         async def solve(question: str) -> None:
             messages: list[str] = []
             for r, k in enumerate(SCHEDULE):
-                if r == 0:
-                    prompt = [{"role": "user", "content": question}]
-                else:
-                    refs = sorted(messages, key=len)
-                    random.Random(42).shuffle(refs)
-                    text = template.render(original_prompt=question, ref_responses=refs)
-                    prompt = [{"role": "user", "content": text}]
+                prompt = floor_prompt(template, question, messages, r)
                 messages = [t for t in await post(prompt, k) if t]
 
         await asyncio.gather(*(solve(q) for q in problems(count)))

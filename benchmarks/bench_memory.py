@@ -25,7 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_core import problems, start_server  # noqa: E402
+from bench_core import start_server  # noqa: E402
+from workload import problems  # noqa: E402
 
 
 def peak_rss_mb(cmd: list[str], cwd: Path) -> float:

@@ -30,6 +30,8 @@ import statistics
 import time
 from typing import Any
 
+from workload import problems
+
 from pacore_graph import PaCoReConfig, Trajectory, build_pacore_graph
 from pacore_graph.control.gc_tuning import fan_out_gc
 from pacore_graph.graph.explorer import ExploreTask
@@ -55,12 +57,6 @@ class Instant:
 
 def instant_reply(call: FakeCall) -> str:
     return f"<think>step</think>answer {call.sample_index}"
-
-
-def problems(count: int) -> list[str]:
-    return [
-        f"Problem {i}: compute the sum of the first {i + 10} odd numbers." for i in range(count)
-    ]
 
 
 async def graph_run(count: int) -> None:

@@ -37,17 +37,12 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+from workload import problems
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVER = ROOT / "pacore_graph" / "testing" / "scripted_server.py"
 CONCURRENCY = 1024
 VARIANTS = ("library", "serve", "serve-stream")
-
-
-def problems(count: int) -> list[str]:
-    return [
-        f"Problem {i}: compute the sum of the first {i + 10} odd numbers." for i in range(count)
-    ]
 
 
 def cpu_seconds(pid: int) -> float:

@@ -47,6 +47,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from workload import floor_prompt, problems
+
 ROOT = Path(__file__).resolve().parent.parent
 SCHEDULE = (32, 4, 1)
 CONCURRENCY = 1024
@@ -58,18 +60,11 @@ ROUND_CONTROL = {
 }
 
 
-def problems(count: int) -> list[str]:
-    return [
-        f"Problem {i}: compute the sum of the first {i + 10} odd numbers." for i in range(count)
-    ]
-
-
 # --------------------------------------------------------------------------- floor
 
 
 async def floor(base_url: str, count: int, batched: bool) -> None:
     """Same rounds, prompt rendering and compaction as PaCoRe, no framework."""
-    import random
 
     import aiohttp
     import jinja2
@@ -97,13 +92,7 @@ async def floor(base_url: str, count: int, batched: bool) -> None:
         async def solve(question: str) -> str:
             messages: list[str] = []
             for r, k in enumerate(SCHEDULE):
-                if r == 0:
-                    prompt = [{"role": "user", "content": question}]
-                else:
-                    refs = sorted(messages, key=len)
-                    random.Random(42).shuffle(refs)
-                    text = template.render(original_prompt=question, ref_responses=refs)
-                    prompt = [{"role": "user", "content": text}]
+                prompt = floor_prompt(template, question, messages, r)
                 if batched:
                     texts = await post(prompt, k)
                 else:

@@ -35,6 +35,7 @@ from langgraph.types import Command, interrupt
 
 from pacore_graph import (
     Completion,
+    ModelCallError,
     OpenAICompatClient,
     PaCoReConfig,
     RoundFailedError,
@@ -46,37 +47,31 @@ from pacore_graph import (
 from pacore_graph.embedded import model_endpoint
 
 
-class FlakyModel:
+class FlakyModel(OpenAICompatClient):
     """The model behind a switch, to show a failed round resumed (a real outage needs none).
 
     While ``down``, synthesis rounds (round 1 and on) get HTTP 503; it counts the calls.
+    A subclass of the shipped client hooks its two ways to the server: ``complete_each``
+    (``complete``, the batcher's view, goes through it) and ``stream`` (the final answer).
     """
 
-    def __init__(self, client: OpenAICompatClient) -> None:
-        self.client = client
-        self.model = client.model
-        self.down = False
-        self.calls = 0
+    down: bool = False
+    calls: int = 0
 
     def _check(self, messages: Sequence[Mapping[str, Any]]) -> None:
         self.calls += 1
         if self.down and "Reference Responses" in str(messages[-1].get("content")):
             raise UpstreamStatusError("HTTP 503: the model is restarting", status=503)
 
-    async def complete(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        *,
-        n: int = 1,
-        params: SamplingParams,
-        seed: int | None = None,
-    ) -> list[Completion]:
+    async def complete_each(
+        self, messages: Sequence[Mapping[str, Any]], **kwargs: Any
+    ) -> list[Completion | ModelCallError]:
         self._check(messages)
-        return await self.client.complete(messages, n=n, params=params, seed=seed)
+        return await super().complete_each(messages, **kwargs)
 
     async def stream(self, messages: Sequence[Mapping[str, Any]], **kwargs: Any) -> Completion:
         self._check(messages)
-        return await self.client.stream(messages, **kwargs)
+        return await super().stream(messages, **kwargs)
 
 
 @dataclasses.dataclass(slots=True)
@@ -101,7 +96,7 @@ def build_workflow(model: FlakyModel, max_tokens: int) -> StateGraph:
     async def planner(state: Workflow, runtime: Runtime[AppContext]) -> dict[str, Any]:
         question = str(state["messages"][-1].content)
         params = SamplingParams(temperature=runtime.context.temperature, max_tokens=max_tokens)
-        (plan,) = await model.client.complete(
+        (plan,) = await model.complete(
             [{"role": "user", "content": f"In one line, how would you solve: {question}"}],
             params=params,
         )
@@ -151,9 +146,9 @@ async def main(args: argparse.Namespace) -> None:
     async with (
         model_endpoint(args.base_url, args.model) as (base_url, model_name),
         AsyncSqliteSaver.from_conn_string(str(workdir / "threads.sqlite")) as saver,
+        FlakyModel(base_url, model_name) as model,  # closes its HTTP session on the way out
     ):
         saver.serde = pacore_serde()  # PaCoRe's records in the workflow's checkpoints
-        model = FlakyModel(OpenAICompatClient(base_url, model_name))
         app = build_workflow(model, args.max_tokens).compile(checkpointer=saver)
         config: Any = {"configurable": {"thread_id": "workflow-1"}}
         context = AppContext(temperature=0.0, pacore={"temperature": 0.8})
@@ -173,7 +168,6 @@ async def main(args: argparse.Namespace) -> None:
         print(f"  paused for review: plan={paused['plan']!r}")
         await stream(app, Command(resume="approve"), config, context)
         state = (await app.aget_state(config)).values
-        await model.client.aclose()
     print(f"\nverdict: {state['verdict']}")
     print(f"answer: {str(state['messages'][-1].content).strip()}")
 

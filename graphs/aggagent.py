@@ -79,7 +79,7 @@ from pacore_graph.otel.spans import TraceOptions, model_step_span
 from pacore_graph.settings.config import PaCoReConfig, SamplingParams
 from pacore_graph.settings.request_limits import RequestLimits
 from pacore_graph.tools.trajectories import TrajectoryToolLimits, make_trajectory_tools
-from pacore_graph.values.compaction import Compactor
+from pacore_graph.values.compaction import DEFAULT_COMPACTOR, Compactor
 from pacore_graph.values.compactor_registry import CompactorRegistry
 from pacore_graph.values.prompts import last_user_index
 from pacore_graph.values.records import Trajectory
@@ -398,7 +398,7 @@ def build_aggagent_graph(
     n: int,
     *,
     config: PaCoReConfig | None = None,
-    compactor: Compactor | str = "conclusion",
+    compactor: Compactor | str = DEFAULT_COMPACTOR,
     limiter: SequenceLimiter | None = None,
     tracing: TraceOptions | bool | None = None,
     compactors: CompactorRegistry | Mapping[str, Compactor] | None = None,

@@ -88,7 +88,7 @@ from pacore_graph.settings.config import MAX_ROUND_WIDTH, PaCoReConfig, Sampling
 from pacore_graph.settings.request_limits import RequestLimits
 from pacore_graph.values.aggregation import Verdict, extract_final_answer
 from pacore_graph.values.answers import answers_equivalent
-from pacore_graph.values.compaction import Compactor
+from pacore_graph.values.compaction import DEFAULT_COMPACTOR, Compactor
 from pacore_graph.values.compactor_registry import CompactorRegistry
 from pacore_graph.values.records import Completion, Trajectory
 
@@ -449,7 +449,7 @@ def build_deepconf_online_graph(
     window: int | None = None,
     top_logprobs: int = DEFAULT_TOP_LOGPROBS,
     extract: Callable[[str], str | None] = extract_final_answer,
-    compactor: Compactor | str = "conclusion",
+    compactor: Compactor | str = DEFAULT_COMPACTOR,
     limiter: SequenceLimiter | None = None,
     tracing: TraceOptions | bool | None = None,
     checkpointer: Any = None,

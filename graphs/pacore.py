@@ -10,7 +10,8 @@ defaults suited to a server:
 - ``PACORE_MODEL`` (default ``pacore-8b``)
 - ``PACORE_PRESET`` (``low`` | ``medium`` | ``high``, default ``low``) or
   ``PACORE_ROUNDS`` (e.g. ``8,2``)
-- ``PACORE_MAX_CONCURRENCY`` (default 64), ``PACORE_MAX_TOKENS`` (default unset)
+- ``PACORE_MAX_CONCURRENCY`` (default 64, as for ``pacore run``), ``PACORE_MAX_TOKENS``
+  (default unset)
 - ``PACORE_TEMPERATURE``, ``PACORE_TOP_P``, ``PACORE_TIMEOUT``, ``PACORE_SEED``,
   ``PACORE_RETRIES``, ``PACORE_COMPACTOR``, ``PACORE_REFERENCE_ORDER``, ...
 - ``PACORE_API_KEY`` / ``OPENAI_API_KEY``
@@ -47,8 +48,6 @@ __all__ = ["DEFAULT_BASE_URL", "DEFAULT_MODEL", "config_from_env", "graph", "mak
 #: Where the served graph looks for a model when ``PACORE_BASE_URL`` is unset.
 DEFAULT_BASE_URL = "http://localhost:8000/v1"
 DEFAULT_MODEL = "pacore-8b"
-#: A server shares one model among many runs: more in flight than the CLI's default.
-DEFAULT_MAX_CONCURRENCY = 64
 
 
 def _settings(env: Mapping[str, str]) -> PaCoReSettings:
@@ -57,13 +56,13 @@ def _settings(env: Mapping[str, str]) -> PaCoReSettings:
 
 def config_from_env(env: Mapping[str, str] = os.environ) -> PaCoReConfig:
     """Read the run shape from ``PACORE_*`` variables (validated like any config)."""
-    return _settings(env).to_config(default_max_concurrency=DEFAULT_MAX_CONCURRENCY)
+    return _settings(env).to_config()
 
 
 def make_graph(env: Mapping[str, str] = os.environ) -> Any:
     """Build the served graph from ``env``."""
     settings = _settings(env)
-    config = settings.to_config(default_max_concurrency=DEFAULT_MAX_CONCURRENCY)
+    config = settings.to_config()
     client = chat_client_for(
         settings.base_url or [DEFAULT_BASE_URL],
         settings.model or DEFAULT_MODEL,

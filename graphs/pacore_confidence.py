@@ -45,7 +45,7 @@ from pacore_graph.llm.protocols import ChatClient
 from pacore_graph.otel.spans import TraceOptions
 from pacore_graph.settings.config import PaCoReConfig
 from pacore_graph.settings.request_limits import RequestLimits
-from pacore_graph.values.compaction import Compactor
+from pacore_graph.values.compaction import DEFAULT_COMPACTOR, Compactor
 from pacore_graph.values.compactor_registry import CompactorRegistry
 from pacore_graph.values.prompts import SYNTHESIS_TEMPLATE
 from pacore_graph.values.records import Trajectory
@@ -120,7 +120,7 @@ def build_pacore_confidence_graph(
     consensus_by_confidence: bool | None = None,
     window: int | None = None,
     top_logprobs: int = DEFAULT_TOP_LOGPROBS,
-    compactor: Compactor | str = "conclusion",
+    compactor: Compactor | str = DEFAULT_COMPACTOR,
     template: str = SYNTHESIS_TEMPLATE,
     limiter: SequenceLimiter | None = None,
     tracing: TraceOptions | bool | None = None,
@@ -176,7 +176,7 @@ def build_pacore_for_config(
     client: ChatClient,
     *,
     config: PaCoReConfig,
-    compactor: Compactor | str = "conclusion",
+    compactor: Compactor | str = DEFAULT_COMPACTOR,
     template: str = SYNTHESIS_TEMPLATE,
     limiter: SequenceLimiter | None = None,
     tracing: TraceOptions | bool | None = None,

@@ -61,7 +61,7 @@ from pacore_graph.otel.spans import TraceOptions
 from pacore_graph.settings.config import MAX_ROUND_WIDTH, PaCoReConfig
 from pacore_graph.settings.request_limits import RequestLimits
 from pacore_graph.values.aggregation import MajorityVote, extract_final_answer
-from pacore_graph.values.compaction import Compactor
+from pacore_graph.values.compaction import DEFAULT_COMPACTOR, Compactor
 from pacore_graph.values.compactor_registry import CompactorRegistry
 from pacore_graph.values.prompts import last_user_index
 
@@ -236,7 +236,7 @@ def build_rsa_graph(
     final: RSAFinal | None = None,
     task: RSATask = "math",
     seed: int | str | None = None,
-    compactor: Compactor | str = "conclusion",
+    compactor: Compactor | str = DEFAULT_COMPACTOR,
     limiter: SequenceLimiter | None = None,
     tracing: TraceOptions | bool | None = None,
     checkpointer: Any = None,

@@ -1,33 +1,47 @@
 """What the durable-run tests share: a dataset, its answers, a sample count, a seed client.
 
 ``test_durable_runs`` (kill and resume) and ``test_store_failures`` (a store or
-disk failing mid-run) both measure redone work as samples the server returned.
+disk failing mid-run) both measure redone work as samples the server returned,
+both run ``pacore run`` as a child process (:func:`pacore_command`,
+:data:`CHILD_ENV`) and both end on a results file of one line per problem
+(:func:`assert_one_line_each`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from cli_support import run_argv
 
 from pacore_graph.settings.config import SamplingParams
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
 from pacore_graph.values.records import Completion
 
 __all__ = [
+    "CHILD_ENV",
     "SeedClient",
+    "assert_one_line_each",
     "by_input",
     "kill_between_responses",
+    "pacore_command",
     "samples_returned",
     "saved_tasks",
+    "wait_for_samples",
     "wait_until",
     "write_dataset",
 ]
+
+#: A ``pacore`` child process's environment: this checkout's package on its path.
+CHILD_ENV = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
 
 
 def by_input(req: ScriptedRequest) -> ScriptedReply:
@@ -43,8 +57,34 @@ def samples_returned(srv: ScriptedServer) -> int:
     return sum(int(r.body.get("n", 1)) for r in list(srv.requests) if r.status == 200)
 
 
+def pacore_command(
+    srv: ScriptedServer, data: Path, out: Path, rounds: Sequence[int], concurrency: int, *extra: str
+) -> list[str]:
+    """``python -m pacore_graph.cli run`` over ``data`` against ``srv``, no progress bar."""
+    argv = run_argv(
+        data,
+        out,
+        ",".join(map(str, rounds)),
+        "--max-concurrency",
+        str(concurrency),
+        "--no-progress",
+        *extra,
+        base_url=srv.base_url,
+        model="scripted",
+    )
+    return [sys.executable, "-m", "pacore_graph.cli", *argv]
+
+
+def assert_one_line_each(out: Path, problems: int) -> list[dict[str, Any]]:
+    """``out``'s lines, checked to be one successful line per problem, as after an unbroken run."""
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted(line["request_id"] for line in lines) == sorted(f"q{i}" for i in range(problems))
+    assert all(not line.get("error") for line in lines)
+    return lines
+
+
 def wait_until(
-    proc: subprocess.Popen[bytes], ready: Callable[[], bool], *, timeout_s: float, what: str
+    proc: subprocess.Popen[Any], ready: Callable[[], bool], *, timeout_s: float, what: str
 ) -> None:
     """Poll ``ready`` until true; fail with ``proc``'s stderr if it exits or time runs out."""
     deadline = time.monotonic() + timeout_s
@@ -53,6 +93,13 @@ def wait_until(
             proc.kill()
             raise AssertionError(f"{what} ended early: {proc.communicate()[1][-3000:]!r}")
         time.sleep(0.005)
+
+
+def wait_for_samples(
+    proc: subprocess.Popen[Any], srv: ScriptedServer, count: int, *, timeout_s: float
+) -> None:
+    """Wait until ``srv`` has returned ``count`` samples (the run is under way)."""
+    wait_until(proc, lambda: samples_returned(srv) >= count, timeout_s=timeout_s, what="the run")
 
 
 def kill_between_responses(

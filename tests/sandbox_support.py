@@ -1,4 +1,4 @@
-"""A started LocalSandbox for tests, failing loudly when isolation is missing.
+"""A started LocalSandbox for tests, failing loudly when isolation is missing; small limits.
 
 Isolation works on these machines, so a sandbox that cannot isolate is a
 test failure, not a skip; ``PACORE_SANDBOX_ALLOW_UNISOLATED=1`` turns it into
@@ -14,7 +14,19 @@ from contextlib import contextmanager
 
 import pytest
 
-from pacore_graph.tools.sandbox import LocalSandbox, SandboxLimits, SandboxUnavailableError
+from pacore_graph.tools.sandbox import MIB, LocalSandbox, SandboxLimits, SandboxUnavailableError
+
+__all__ = ["SMALL", "started_sandbox"]
+
+#: Limits small enough that a test's runaway program is stopped in seconds.
+SMALL = SandboxLimits(
+    wall_time_s=3.0,
+    cpu_time_s=2,
+    memory_bytes=256 * MIB,
+    max_processes=16,
+    max_file_bytes=1 * MIB,
+    max_output_bytes=256 * 1024,
+)
 
 
 @contextmanager

@@ -28,20 +28,8 @@ import pytest
 import graphs
 import pacore_graph
 import tools
-from pacore_graph.errors import (
-    ERROR_KINDS,
-    InvalidPromptError,
-    MalformedReplyError,
-    ModelCallError,
-    NoContentError,
-    PaCoReError,
-    ResponseTooLargeError,
-    RoundFailedError,
-    UpstreamStatusError,
-    UpstreamStreamError,
-    UpstreamTimeoutError,
-    UpstreamTransportError,
-)
+from pacore_graph import errors
+from pacore_graph.errors import ERROR_KINDS, ModelCallError, PaCoReError
 from pacore_graph.llm.call_deadline import CallDeadline
 from pacore_graph.llm.transport import http_error, stream_error
 
@@ -116,6 +104,30 @@ def test_every_public_exception_class_derives_from_pacore_error() -> None:
     assert set(classes) >= OUTSIDE_THE_TREE, "an exemption names a class that is gone"
 
 
+def test_every_error_class_of_errors_py_is_public_at_the_top_level() -> None:
+    """What a caller catches is ``pacore_graph.X``: every error ``errors.py`` defines is there.
+
+    The classes are found in the module itself (not in a list kept here), so a
+    new error class that ``errors.__all__`` or ``pacore_graph.__all__`` forgets
+    fails this test.
+    """
+    defined = {
+        name: obj
+        for name, obj in vars(errors).items()
+        if inspect.isclass(obj)
+        and issubclass(obj, BaseException)
+        and obj.__module__ == errors.__name__
+        and not name.startswith("_")
+    }
+    assert PaCoReError in defined.values() and ModelCallError in defined.values()
+    assert set(defined) <= set(errors.__all__)
+    for name, cls in defined.items():
+        assert name in pacore_graph.__all__ and getattr(pacore_graph, name) is cls, name
+        assert issubclass(cls, PaCoReError), name
+        if issubclass(cls, ModelCallError):
+            assert "kind" in vars(cls) and cls.kind in ERROR_KINDS, f"{name}: a kind of its own"
+
+
 #: The builtin second bases kept, each because callers catch the class as that builtin:
 #: a missing optional dependency is caught as ``ImportError`` (``pacore train``'s and
 #: ``pacore model``'s ``except ImportError`` -> exit 2; docs/rl.md says so); LangGraph's
@@ -153,26 +165,29 @@ def examples() -> list[tuple[ModelCallError, set[str]]]:
     return [
         (ModelCallError("a client's own failure"), COMMON),
         (
-            UpstreamStatusError(
+            errors.UpstreamStatusError(
                 "HTTP 429 from u", status=429, retryable=True, retry_after=2.0, server_wide=True
             ),
             COMMON | {"status", "retry_after", "retryable", "server_wide"},
         ),
         (
-            UpstreamTransportError("cut", retryable=True, server_wide=True),
+            errors.UpstreamTransportError("cut", retryable=True, server_wide=True),
             COMMON | {"retryable", "server_wide"},
         ),
-        (UpstreamTimeoutError("slow", retryable=True), COMMON | {"retryable", "server_wide"}),
-        (UpstreamStreamError("engine died", retryable=True), COMMON | {"retryable"}),
-        (NoContentError("content: null"), COMMON),
-        (MalformedReplyError("not JSON"), COMMON),
-        (ResponseTooLargeError("over the cap"), COMMON),
-        (InvalidPromptError("lone surrogate"), COMMON),
+        (
+            errors.UpstreamTimeoutError("slow", retryable=True),
+            COMMON | {"retryable", "server_wide"},
+        ),
+        (errors.UpstreamStreamError("engine died", retryable=True), COMMON | {"retryable"}),
+        (errors.NoContentError("content: null"), COMMON),
+        (errors.MalformedReplyError("not JSON"), COMMON),
+        (errors.ResponseTooLargeError("over the cap"), COMMON),
+        (errors.InvalidPromptError("lone surrogate"), COMMON),
     ]
 
 
 def test_every_class_of_the_tree_has_an_example_here() -> None:
-    in_errors = {cls for cls in _tree() if cls.__module__ == "pacore_graph.errors"}
+    in_errors = {cls for cls in _tree() if cls.__module__ == errors.__name__}
     assert {type(exc) for exc, _ in examples()} == in_errors
 
 
@@ -185,12 +200,12 @@ def test_the_kind_is_the_classes_and_cannot_be_passed_in() -> None:
         assert "kind" not in inspect.signature(cls).parameters, cls
         assert cls.kind in ERROR_KINDS, cls
     # One kind per class of errors.py, and ERROR_KINDS is exactly theirs.
-    own = [cls.kind for cls in classes if cls.__module__ == "pacore_graph.errors"]
+    own = [cls.kind for cls in classes if cls.__module__ == errors.__name__]
     assert sorted(own) == sorted(set(own)) == sorted(ERROR_KINDS)
     for exc, _ in examples():
         assert "kind" not in vars(exc) and exc.kind == type(exc).kind
     with pytest.raises(TypeError):
-        UpstreamTimeoutError("slow", kind="status")  # type: ignore[call-arg]
+        errors.UpstreamTimeoutError("slow", kind="status")  # type: ignore[call-arg]
 
 
 @pytest.mark.parametrize(("exc", "fields"), examples(), ids=lambda v: type(v).__name__)
@@ -208,14 +223,14 @@ def test_each_error_carries_only_the_fields_that_apply(
 @pytest.mark.parametrize(
     ("cls", "kind", "branch"),
     [
-        (UpstreamStatusError, "status", ModelCallError),
-        (UpstreamTransportError, "transport", ModelCallError),
-        (UpstreamTimeoutError, "timeout", UpstreamTransportError),
-        (UpstreamStreamError, "stream_error", ModelCallError),
-        (NoContentError, "no_content", ModelCallError),
-        (MalformedReplyError, "malformed", ModelCallError),
-        (ResponseTooLargeError, "response_too_large", ModelCallError),
-        (InvalidPromptError, "invalid_prompt", ModelCallError),
+        (errors.UpstreamStatusError, "status", ModelCallError),
+        (errors.UpstreamTransportError, "transport", ModelCallError),
+        (errors.UpstreamTimeoutError, "timeout", errors.UpstreamTransportError),
+        (errors.UpstreamStreamError, "stream_error", ModelCallError),
+        (errors.NoContentError, "no_content", ModelCallError),
+        (errors.MalformedReplyError, "malformed", ModelCallError),
+        (errors.ResponseTooLargeError, "response_too_large", ModelCallError),
+        (errors.InvalidPromptError, "invalid_prompt", ModelCallError),
     ],
 )
 def test_each_branch_names_its_kind_and_is_caught_by_its_parents(
@@ -230,23 +245,27 @@ def test_each_branch_names_its_kind_and_is_caught_by_its_parents(
 
 
 def test_a_timeout_is_a_transport_failure_but_not_a_status() -> None:
-    exc = UpstreamTimeoutError("slow")
-    assert isinstance(exc, UpstreamTransportError)
-    assert not isinstance(exc, UpstreamStatusError)
+    exc = errors.UpstreamTimeoutError("slow")
+    assert isinstance(exc, errors.UpstreamTransportError)
+    assert not isinstance(exc, errors.UpstreamStatusError)
 
 
 def test_http_error_is_a_status_error_with_retry_after() -> None:
     exc = http_error("http://127.0.0.1:1/v1/chat/completions", 503, b"busy", "7")
-    assert isinstance(exc, UpstreamStatusError)
+    assert isinstance(exc, errors.UpstreamStatusError)
     assert (exc.status, exc.retry_after, exc.retryable, exc.server_wide) == (503, 7.0, True, True)
     assert not http_error("http://x", 400, b"", None).retryable
 
 
 def test_a_mid_stream_error_with_a_code_is_a_status_error() -> None:
     exc = stream_error({"error": {"message": "overloaded", "code": 503}})
-    assert isinstance(exc, UpstreamStatusError) and exc.status == 503 and exc.retryable
+    assert isinstance(exc, errors.UpstreamStatusError) and exc.status == 503 and exc.retryable
     plain = stream_error({"error": {"message": "engine died"}})
-    assert type(plain) is UpstreamStreamError and plain.kind == "stream_error" and plain.retryable
+    assert (
+        type(plain) is errors.UpstreamStreamError
+        and plain.kind == "stream_error"
+        and plain.retryable
+    )
 
 
 @pytest.mark.parametrize(("exc", "fields"), examples(), ids=lambda v: type(v).__name__)
@@ -268,10 +287,10 @@ def test_errors_are_immutable(exc: ModelCallError, fields: set[str]) -> None:
 
 
 def test_copies_change_the_copy_only_and_keep_the_branch() -> None:
-    exc = UpstreamStatusError("HTTP 503 from http://10.0.0.1/v1", status=503, retryable=True)
+    exc = errors.UpstreamStatusError("HTTP 503 from http://10.0.0.1/v1", status=503, retryable=True)
     exc.__cause__ = OSError("reset")
     named = exc.replace(upstream=2).with_attempts(3, gave_up="gave up after 3 attempts")
-    assert type(named) is UpstreamStatusError and named.__cause__ is exc.__cause__
+    assert type(named) is errors.UpstreamStatusError and named.__cause__ is exc.__cause__
     assert (named.upstream, named.attempts, named.status, named.retryable) == (2, 3, 503, True)
     assert str(named).endswith("(gave up after 3 attempts)")
     assert (exc.upstream, exc.attempts, str(exc)) == (None, 1, "HTTP 503 from http://10.0.0.1/v1")
@@ -282,30 +301,30 @@ def test_copies_change_the_copy_only_and_keep_the_branch() -> None:
 
 
 def test_a_copy_cannot_add_a_field_its_class_does_not_carry() -> None:
-    no_content = NoContentError("content: null")
+    no_content = errors.NoContentError("content: null")
     for change in ({"status": 500}, {"retryable": True}, {"kind": "status"}, {"_x": 1}):
         with pytest.raises(TypeError, match="has no field"):
             no_content.replace(**change)
     with pytest.raises(TypeError, match="retry_after"):
-        UpstreamTransportError("cut").replace(retry_after=1.0)
+        errors.UpstreamTransportError("cut").replace(retry_after=1.0)
 
 
 def test_a_deadline_makes_a_final_copy_and_leaves_the_original() -> None:
-    exc = UpstreamTransportError("cut", retryable=True, server_wide=True)
+    exc = errors.UpstreamTransportError("cut", retryable=True, server_wide=True)
     final = CallDeadline(at=0.0, seconds=5).expire(exc)
-    assert isinstance(final, UpstreamTransportError)
+    assert isinstance(final, errors.UpstreamTransportError)
     assert not final.retryable and not final.server_wide
     assert "call deadline of 5s reached" in str(final)
     assert exc.retryable and exc.server_wide and "deadline" not in str(exc)
-    assert isinstance(CallDeadline(at=0.0, seconds=5).expire(), UpstreamTimeoutError)
+    assert isinstance(CallDeadline(at=0.0, seconds=5).expire(), errors.UpstreamTimeoutError)
     # A class that is never retryable has nothing to turn off: only the note.
-    empty = CallDeadline(at=0.0, seconds=5).expire(NoContentError("content: null"))
-    assert type(empty) is NoContentError and "deadline" in str(empty) and not empty.retryable
+    empty = CallDeadline(at=0.0, seconds=5).expire(errors.NoContentError("content: null"))
+    assert type(empty) is errors.NoContentError and "deadline" in str(empty) and not empty.retryable
 
 
 #: Errors whose constructor takes more than a message, built by hand for the pickle test.
 BY_HAND: dict[str, Any] = {
-    "pacore_graph.errors.RoundFailedError": lambda: RoundFailedError(
+    "pacore_graph.errors.RoundFailedError": lambda: errors.RoundFailedError(
         "round 1 failed", round_index=1, errors=["HTTP 500 from u"]
     ),
     "pacore_graph.errors.UpstreamStatusError": lambda: examples()[1][0],
@@ -314,7 +333,7 @@ BY_HAND: dict[str, Any] = {
     ),
     "pacore_graph.serve.passthrough.PassthroughFailed": lambda: _serve(
         "passthrough"
-    ).PassthroughFailed(1, UpstreamTimeoutError),
+    ).PassthroughFailed(1, errors.UpstreamTimeoutError),
     "pacore_graph.settings.request_limits.RequestLimitError": lambda: importlib.import_module(
         "pacore_graph.settings.request_limits"
     ).RequestLimitError("rounds", "17 rounds asked; at most 16"),
@@ -341,9 +360,9 @@ def _same(a: BaseException, b: BaseException) -> bool:
 
 
 def test_every_error_pickles_and_copies_with_its_attributes() -> None:
-    errors = _one_of_each() + [exc for exc, _ in examples()]
-    assert len(errors) > 30  # the walk found the package's errors
-    for exc in errors:
+    every = _one_of_each() + [exc for exc, _ in examples()]
+    assert len(every) > 30  # the walk found the package's errors
+    for exc in every:
         for clone in (pickle.loads(pickle.dumps(exc)), copy.copy(exc), copy.deepcopy(exc)):
             assert _same(clone, exc), exc
     shared = examples()[1][0].replace(upstream=3)
@@ -357,16 +376,16 @@ def _fail_in_child(which: int) -> Any:
     """Runs in a worker process: raises one example, returns another (both pickled back)."""
     if which == 0:
         raise examples()[1][0].replace(upstream=1).with_attempts(2)
-    return RoundFailedError("round 0 failed", round_index=0, errors=["HTTP 500"])
+    return errors.RoundFailedError("round 0 failed", round_index=0, errors=["HTTP 500"])
 
 
 def test_errors_cross_a_process_boundary() -> None:
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as pool:
         raised = pool.submit(_fail_in_child, 0).exception()
         returned = pool.submit(_fail_in_child, 1).result()
-    assert isinstance(raised, UpstreamStatusError)
+    assert isinstance(raised, errors.UpstreamStatusError)
     assert (raised.status, raised.upstream, raised.attempts) == (429, 1, 2)
-    assert isinstance(returned, RoundFailedError) and returned.errors == ["HTTP 500"]
+    assert isinstance(returned, errors.RoundFailedError) and returned.errors == ["HTTP 500"]
     assert returned.round_index == 0
 
 
@@ -381,7 +400,7 @@ def test_public_message_has_no_url_or_body() -> None:
     text = exc.replace(upstream=1).public_message()
     assert text == "upstream 1 answered HTTP 500"
     assert "secret-host" not in text and "stack" not in text
-    timeout = UpstreamTimeoutError("timed out after 3s waiting for http://secret-host/v1")
+    timeout = errors.UpstreamTimeoutError("timed out after 3s waiting for http://secret-host/v1")
     assert timeout.public_message() == "the upstream call failed: timed out"
     for exc, _ in examples()[2:]:
         assert exc.public_message() == f"the upstream call failed: {ERROR_KINDS[exc.kind]}"

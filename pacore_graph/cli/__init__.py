@@ -18,19 +18,23 @@ Exit codes (the same for every command, stated in ``pacore --help``):
 Every error is one line on stderr (``pacore: error: ...``), never a traceback.
 
 The package holds one module per concept: ``parser`` (every subcommand's
-flags), ``common`` (exit codes, ``UsageError``, argument checks, endpoint,
-client, tracing, checkpoints) and one module per command family (``run``,
-``eval``, ``swe``, ``graph``, ``rl``, ``serve``, ``model``, ``data``). ``main``
-builds only the named command's flags and imports only that command's
-module; each imports only light modules at the top and heavy ones inside the
-command body, so ``pacore --help`` stays fast and ``pacore run`` reaches its
-first request sooner.
+flags), ``command_args`` (``RunArgs``, ``EvalArgs``: what ``run`` and ``eval``
+get once ``main`` has parsed the namespace), ``common`` (exit codes,
+``UsageError``, argument checks, endpoint, client, tracing, checkpoints) and
+one module per command family (``run``, ``eval``, ``swe``, ``graph``, ``rl``,
+``serve``, ``model``, ``data``). What the modules share is public within the
+package (in the sharing module's ``__all__``). ``main`` builds only the named
+command's flags and imports only that command's module; each imports only
+light modules at the top and heavy ones inside the command body, so ``pacore
+--help`` stays fast and ``pacore run`` reaches its first request sooner.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
+from functools import partial
+from typing import Any
 
 from pacore_graph.cli.common import (
     EXIT_FAILED,
@@ -38,7 +42,7 @@ from pacore_graph.cli.common import (
     EXIT_SKIPPED_INPUT,
     EXIT_USAGE,
     UsageError,
-    _resolve_settings,
+    resolve_settings,
 )
 from pacore_graph.cli.parser import build_parser, command_in
 from pacore_graph.errors import PaCoReError
@@ -66,43 +70,50 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     terminate = Termination()  # SIGTERM stops run/eval as Ctrl-C does
     try:
-        args = _resolve_settings(args)
+        args = resolve_settings(args)
         if args.command in ("run", "eval"):
+            from pacore_graph.cli.command_args import EvalArgs, RunArgs, from_namespace
             from pacore_graph.control.gc_tuning import fan_out_gc
             from pacore_graph.runs.private_files import private_umask
 
+            # The namespace ends here: the command (and a --ray task) gets its record.
+            running: Callable[[], Coroutine[Any, Any, int]]
             if args.command == "run":
-                from pacore_graph.cli.run import _run as command
+                from pacore_graph.cli.run import run_command
+
+                running = partial(run_command, from_namespace(RunArgs, args))
             else:
-                from pacore_graph.cli.eval import _eval as command
+                from pacore_graph.cli.eval import eval_command
+
+                running = partial(eval_command, from_namespace(EvalArgs, args))
             # fan_out_gc: thousands of explorer tasks, collect less often; private_umask:
             # what the command writes (results, checkpoints, reports) is the user's alone.
             with fan_out_gc(), terminate, private_umask():
-                return asyncio.run(terminate.run(command(args)))
+                return asyncio.run(terminate.run(running()))
         if args.command == "data":
-            from pacore_graph.cli.data import _data
+            from pacore_graph.cli.data import data_command
 
-            return _data(args)
+            return data_command(args)
         if args.command == "serve":
-            from pacore_graph.cli.serve import _serve
+            from pacore_graph.cli.serve import serve_command
 
-            return _serve(args)
+            return serve_command(args)
         if args.command == "graph":
-            from pacore_graph.cli.graph import _graph
+            from pacore_graph.cli.graph import graph_command
 
-            return _graph(args)
+            return graph_command(args)
         if args.command == "swe":
-            from pacore_graph.cli.swe import _swe
+            from pacore_graph.cli.swe import swe_command
 
-            return asyncio.run(_swe(args))
+            return asyncio.run(swe_command(args))
         if args.command in ("export-episodes", "trainset", "train"):
-            from pacore_graph.cli.rl import _rl
+            from pacore_graph.cli.rl import rl_command
 
-            return _rl(args)
+            return rl_command(args)
         if args.command == "model":
-            from pacore_graph.cli.model import _model
+            from pacore_graph.cli.model import model_command
 
-            return _model(args)
+            return model_command(args)
     except UsageError as exc:
         print(f"pacore: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

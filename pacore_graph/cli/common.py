@@ -35,7 +35,22 @@ __all__ = [
     "EXIT_OK",
     "EXIT_SKIPPED_INPUT",
     "EXIT_USAGE",
+    "Endpoint",
     "UsageError",
+    "check_method_settings",
+    "check_writable",
+    "checkpoint_saver",
+    "format_validation",
+    "hold_output",
+    "make_client",
+    "open_endpoint",
+    "prepare_run",
+    "readable_file",
+    "resolve_settings",
+    "run_summary",
+    "run_tracing",
+    "utf8_text",
+    "writable_file",
 ]
 
 
@@ -80,7 +95,7 @@ def _check_base_urls(urls: Sequence[str] | None) -> None:
         raise UsageError(f"--base-url {repeated[0]} is given twice; each replica is named once")
 
 
-def _readable_file(path: Path, flag: str) -> None:
+def readable_file(path: Path, flag: str) -> None:
     if not path.exists():
         raise UsageError(f"{flag} {path}: no such file")
     if path.is_dir():
@@ -89,7 +104,7 @@ def _readable_file(path: Path, flag: str) -> None:
         raise UsageError(f"{flag} {path}: not readable")
 
 
-def _writable_file(path: Path, flag: str) -> None:
+def writable_file(path: Path, flag: str) -> None:
     """Refuse, before any model call, an output file that could not be written."""
     if path.is_dir():
         raise UsageError(f"{flag} {path}: is a directory; give a file name")
@@ -104,7 +119,7 @@ def _writable_file(path: Path, flag: str) -> None:
         raise UsageError(f"{flag} {path}: cannot create a file in {parent}")
 
 
-def _check_writable(flag: str, path: Path) -> None:
+def check_writable(flag: str, path: Path) -> None:
     """Refuse an output path that cannot be written, before any model call is paid for."""
     if path.is_dir():
         raise UsageError(f"{flag} {path}: is a directory")
@@ -116,7 +131,7 @@ def _check_writable(flag: str, path: Path) -> None:
         raise UsageError(f"{flag} {path}: not writable")
 
 
-def _utf8_text(text: str, what: str) -> str:
+def utf8_text(text: str, what: str) -> str:
     """Refuse text holding undecodable bytes (read with surrogateescape) before it is sent."""
     try:
         text.encode("utf-8")
@@ -127,7 +142,7 @@ def _utf8_text(text: str, what: str) -> str:
     return text
 
 
-def _resolve_settings(args: argparse.Namespace) -> argparse.Namespace:
+def resolve_settings(args: argparse.Namespace) -> argparse.Namespace:
     """This command's arguments with its model options resolved (flag > ``PACORE_*`` > default).
 
     Returns a new namespace (the parser's is left as parsed): ``settings`` is
@@ -158,7 +173,7 @@ def _resolve_settings(args: argparse.Namespace) -> argparse.Namespace:
     _check_base_urls(settings.base_url)  # flag or PACORE_BASE_URL: checked once, here
     resolved = {name: getattr(settings, name) for name in fields}
     # Which options were typed as flags (not read from PACORE_*): a flag is this command's
-    # own, so one that would change nothing is refused (:func:`_check_method_settings`).
+    # own, so one that would change nothing is refused (:func:`check_method_settings`).
     typed = frozenset(name for name in fields if getattr(args, name) is not None)
     return argparse.Namespace(
         **{**vars(args), **served, **resolved, "settings": settings, "flags_given": typed}
@@ -174,18 +189,19 @@ _FAMILY_TEXT = {
 }
 
 
-def _check_method_settings(args: argparse.Namespace, families: Collection[str], runs: str) -> None:
+def check_method_settings(
+    settings: PaCoReSettings, given: Collection[str], families: Collection[str], runs: str
+) -> None:
     """Refuse a method setting typed as a flag that none of the command's methods reads.
 
     ``families`` are the method families the command runs and ``runs`` says
-    which, as typed (``--method rsa:3,2,2``). A variable (``PACORE_RSA_FINAL``)
-    may be set for other runs: it applies where it can and is ignored
-    elsewhere. A flag would change nothing, which is a mistake worth one line
-    before any model call.
+    which, as typed (``--method rsa:3,2,2``); ``given`` names the settings
+    typed as flags. A variable (``PACORE_RSA_FINAL``) may be set for other
+    runs: it applies where it can and is ignored elsewhere. A flag would
+    change nothing, which is a mistake worth one line before any model call.
     """
     from pacore_graph.settings.options import METHOD_SETTING_FAMILIES
 
-    given: Collection[str] = getattr(args, "flags_given", frozenset())
     for name, readers in METHOD_SETTING_FAMILIES.items():
         if name in given and not set(readers) & set(families):
             flag = "--" + name.replace("_", "-")
@@ -193,8 +209,8 @@ def _check_method_settings(args: argparse.Namespace, families: Collection[str], 
             raise UsageError(f"{flag} applies to {who}, which {runs} does not run")
     if (
         "consensus_weight" in given
-        and getattr(args, "consensus_weight", None) == "confidence"
-        and getattr(args, "early_stop_consensus", None) is None
+        and settings.consensus_weight == "confidence"
+        and settings.early_stop_consensus is None
     ):
         raise UsageError(
             "--consensus-weight confidence weighs the votes of --early-stop-consensus: "
@@ -202,7 +218,7 @@ def _check_method_settings(args: argparse.Namespace, families: Collection[str], 
         )
 
 
-def _format_validation(exc: ValidationError) -> str:
+def format_validation(exc: ValidationError) -> str:
     """One line naming each bad setting by its flag (the one formatter, flag labels)."""
     from pacore_graph.settings.validation import describe
 
@@ -212,18 +228,18 @@ def _format_validation(exc: ValidationError) -> str:
 
 
 @dataclass
-class _Endpoint:
+class Endpoint:
     base_urls: list[str]
     model: str
 
 
 @contextlib.asynccontextmanager
-async def _endpoint(settings: PaCoReSettings) -> AsyncIterator[_Endpoint]:
+async def open_endpoint(settings: PaCoReSettings) -> AsyncIterator[Endpoint]:
     """``--base-url`` (checked when the settings were resolved), else the embedded model."""
     if settings.base_url and not settings.model:
         raise UsageError("--model is required with --base-url (the served model's name)")
     if settings.base_url:
-        yield _Endpoint(list(settings.base_url), settings.model)
+        yield Endpoint(list(settings.base_url), settings.model)
         return
     import asyncio
 
@@ -251,11 +267,11 @@ async def _endpoint(settings: PaCoReSettings) -> AsyncIterator[_Endpoint]:
             f"embedded server ready in {time.perf_counter() - started:.1f}s at {base_url}",
             file=sys.stderr,
         )
-        yield _Endpoint([base_url], model)
+        yield Endpoint([base_url], model)
 
 
 @contextlib.contextmanager
-def _tracing(settings: PaCoReSettings) -> Iterator[TraceOptions]:
+def run_tracing(settings: PaCoReSettings) -> Iterator[TraceOptions]:
     """Trace options for the run; flushes and shuts the exporter down at the end.
 
     A collector that cannot be reached costs one warning line and no wait at
@@ -279,7 +295,7 @@ def _tracing(settings: PaCoReSettings) -> Iterator[TraceOptions]:
         yield TraceOptions(tracer_provider=provider, capture_content=capture)
 
 
-def _client(settings: PaCoReSettings, endpoint: _Endpoint, config: PaCoReConfig) -> ChatClient:
+def make_client(settings: PaCoReSettings, endpoint: Endpoint, config: PaCoReConfig) -> ChatClient:
     from pacore_graph.llm.multi_client import chat_client_for
 
     if settings.client == "langchain":
@@ -310,7 +326,7 @@ def _client(settings: PaCoReSettings, endpoint: _Endpoint, config: PaCoReConfig)
     )
 
 
-def _summary(result: PaCoReResult) -> str:
+def run_summary(result: PaCoReResult) -> str:
     widths = "+".join(str(len(r)) for r in result.rounds)
     per_round = ", ".join(str(t) for t in result.ttc_per_round)
     return (
@@ -321,7 +337,7 @@ def _summary(result: PaCoReResult) -> str:
     )
 
 
-def _prepare(settings: PaCoReSettings) -> tuple[PaCoReConfig, Any]:
+def prepare_run(settings: PaCoReSettings) -> tuple[PaCoReConfig, Any]:
     """Config and compactor from the resolved settings; UsageError when they are invalid."""
     from pydantic import ValidationError
 
@@ -330,7 +346,7 @@ def _prepare(settings: PaCoReSettings) -> tuple[PaCoReConfig, Any]:
     try:
         config = settings.to_config(embedded=not settings.base_url)
     except ValidationError as exc:
-        raise UsageError(_format_validation(exc)) from None
+        raise UsageError(format_validation(exc)) from None
     try:
         compactor = compactor_from_name(settings.compactor)
     except (ValueError, ImportError, AttributeError, TypeError) as exc:
@@ -339,7 +355,7 @@ def _prepare(settings: PaCoReSettings) -> tuple[PaCoReConfig, Any]:
 
 
 @contextlib.asynccontextmanager
-async def _checkpointer(
+async def checkpoint_saver(
     spec: str | None, output: Path, *, eval_dir: bool = False, retry_s: float | None = None
 ) -> AsyncIterator[Any]:
     """The ``--checkpoint`` saver for the block; a UsageError when it cannot be opened.
@@ -370,7 +386,7 @@ async def _checkpointer(
 
 
 @contextlib.contextmanager
-def _output_lock(output: Path, flag: str) -> Iterator[None]:
+def hold_output(output: Path, flag: str) -> Iterator[None]:
     """Hold ``output``'s lock for the block; a UsageError when another process holds it."""
     from pacore_graph.runs.output_lock import OutputLockedError, hold_output_lock
 

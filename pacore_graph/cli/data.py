@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import argparse
 
-from pacore_graph.cli.common import UsageError, _writable_file
+from pacore_graph.cli.common import UsageError, writable_file
 
-__all__ = ["_data"]
+__all__ = ["data_command"]
 
 
-def _data(args: argparse.Namespace) -> int:
+def data_command(args: argparse.Namespace) -> int:
     from pacore_graph.eval.datasets import generate_dataset
 
-    _writable_file(args.out, "--out")
+    writable_file(args.out, "--out")
     try:
         count = generate_dataset(args.kind, args.n, args.seed, args.out)
     except ValueError as exc:

@@ -15,7 +15,7 @@ from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pacore_graph.cli.common import UsageError, _readable_file
+from pacore_graph.cli.common import UsageError, readable_file
 
 if TYPE_CHECKING:
     from pacore_graph.eval.datasets_load import LoadedDataset
@@ -35,7 +35,7 @@ def check_dataset_arg(text: str | Path, flag: str) -> DatasetSpec:
         raise UsageError(f"{flag} {exc}") from None
     if spec.kind == "jsonl":
         assert spec.path is not None
-        _readable_file(spec.path, flag)
+        readable_file(spec.path, flag)
     return spec
 
 

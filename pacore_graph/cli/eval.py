@@ -2,29 +2,32 @@
 
 from __future__ import annotations
 
-import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pacore_graph.cli.common import (
     EXIT_OK,
     EXIT_SKIPPED_INPUT,
     UsageError,
-    _check_method_settings,
-    _checkpointer,
-    _client,
-    _endpoint,
-    _output_lock,
-    _prepare,
-    _tracing,
+    check_method_settings,
+    checkpoint_saver,
+    hold_output,
+    make_client,
+    open_endpoint,
+    prepare_run,
+    run_tracing,
 )
 from pacore_graph.cli.dataset_arg import check_dataset_arg, dataset_meta, load_dataset_arg
 from pacore_graph.cli.grader_args import eval_graders
 from pacore_graph.cli.suite import run_suite
 
-__all__ = ["_eval"]
+if TYPE_CHECKING:
+    from pacore_graph.cli.command_args import EvalArgs
+
+__all__ = ["eval_command"]
 
 
-async def _eval(args: argparse.Namespace) -> int:
+async def eval_command(args: EvalArgs) -> int:
+    """``pacore eval``: checks before any model call, then the suite, the dataset or --ray."""
     from pacore_graph.eval.methods import parse_methods
 
     if args.samples < 1:
@@ -38,11 +41,13 @@ async def _eval(args: argparse.Namespace) -> int:
         return await run_suite(args, category_graders)
     if not args.dataset:
         raise UsageError("--dataset is required (or --suite table1)")
-    _check_method_settings(args, {m.family for m in methods}, f"--methods {args.methods}")
+    check_method_settings(
+        args.settings, args.flags_given, {m.family for m in methods}, f"--methods {args.methods}"
+    )
     spec = check_dataset_arg(args.dataset, "--dataset")
     if args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out {args.out}: is a file; pacore eval writes a folder there")
-    config, compactor = _prepare(args.settings)
+    config, compactor = prepare_run(args.settings)
     loaded = load_dataset_arg(spec, "--dataset", since=args.since, until=args.until)
     records, input_errors = loaded.records, loaded.input_errors
     if args.limit is not None:
@@ -52,11 +57,11 @@ async def _eval(args: argparse.Namespace) -> int:
     from pacore_graph.eval.harness import RESULTS
 
     # One writer per results folder: a second eval on it is refused before any model call.
-    with _output_lock(args.out / RESULTS, "--out"):
-        if getattr(args, "ray", None) is not None:
+    with hold_output(args.out / RESULTS, "--out"):
+        if args.ray is not None:
             from pacore_graph.cli.ray_run import eval_on_ray
 
-            eval_on_ray(args, records, _eval)  # the shares' runs, merged; reported below
+            eval_on_ray(args, records, eval_command)  # the shares' runs, merged; reported below
         return await _eval_with(
             args,
             records,
@@ -70,7 +75,7 @@ async def _eval(args: argparse.Namespace) -> int:
 
 
 async def _eval_with(
-    args: argparse.Namespace,
+    args: EvalArgs,
     records: list[Any],
     methods: Any,
     graders: tuple[Any, Any],
@@ -86,11 +91,11 @@ async def _eval_with(
     # The methods' own settings go in the report: evals differing in one are told apart.
     report_meta = {**(meta or {"dataset": str(args.dataset)}), **method_settings(methods, config)}
 
-    async with _endpoint(args.settings) as endpoint:
-        client = _client(args.settings, endpoint, config)
+    async with open_endpoint(args.settings) as endpoint:
+        client = make_client(args.settings, endpoint, config)
         try:
-            with _tracing(args.settings) as trace_options:
-                async with _checkpointer(
+            with run_tracing(args.settings) as trace_options:
+                async with checkpoint_saver(
                     args.checkpoint, args.out, eval_dir=True, retry_s=args.checkpoint_timeout
                 ) as saver:
                     outcome = await run_eval(
@@ -103,7 +108,7 @@ async def _eval_with(
                         grader=grader,
                         category_graders=category_graders,
                         compactor=compactor,
-                        progress=not args.no_progress,
+                        progress=not args.settings.no_progress,
                         meta=report_meta,
                         tracing=trace_options,
                         checkpointer=saver,

@@ -13,9 +13,12 @@ from __future__ import annotations
 import argparse
 import os
 import urllib.parse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pacore_graph.cli.common import UsageError
+
+if TYPE_CHECKING:
+    from pacore_graph.cli.command_args import EvalArgs
 
 __all__ = ["JUDGE_API_KEY_ENV", "add_grader_args", "eval_graders"]
 
@@ -54,7 +57,7 @@ def add_grader_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def eval_graders(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+def eval_graders(args: EvalArgs) -> tuple[Any, dict[str, Any]]:
     """``(grader, category_graders)`` from the flags; :class:`UsageError` for a bad combination.
 
     ``--grader code`` and ``--grader judge`` are built here with the flags
@@ -68,7 +71,7 @@ def eval_graders(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     from pacore_graph.eval.judge import JUDGE_CACHE_FILE, JudgeGrader
 
     judge: Any = None
-    url, model = getattr(args, "judge_base_url", None), getattr(args, "judge_model", None)
+    url, model = args.judge_base_url, args.judge_model
     if url or model:
         if not (url and model):
             raise UsageError("--judge-base-url and --judge-model go together")

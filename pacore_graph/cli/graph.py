@@ -11,10 +11,10 @@ import argparse
 
 from pacore_graph.cli.common import UsageError
 
-__all__ = ["_graph"]
+__all__ = ["graph_command"]
 
 
-def _graph(args: argparse.Namespace) -> int:
+def graph_command(args: argparse.Namespace) -> int:
     from pacore_graph.message_graph import ResultLookupError, graph_command
 
     grader = None

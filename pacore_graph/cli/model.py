@@ -22,7 +22,7 @@ import sys
 
 from pacore_graph.cli.common import UsageError
 
-__all__ = ["_model"]
+__all__ = ["model_command"]
 
 
 def _serve_embedded(host: str, port: int, name: str | None) -> int:
@@ -80,7 +80,7 @@ def _check_host(host: str, allow_no_auth: bool) -> None:
     )
 
 
-def _model(args: argparse.Namespace) -> int:
+def model_command(args: argparse.Namespace) -> int:
     """model install / serve / export: bad input and a missing extra exit 2."""
     try:
         if args.model_command == "install":

@@ -4,48 +4,61 @@ The plan, the scheduling and the merge are :mod:`pacore_graph.runs.ray_cluster`'
 this module is the command's side: what a task runs (the same dataset run
 as ``pacore run --input``, on its share's files, with the command's
 settings) and the report once the shares are merged.
+
+A task carries the command's record (:class:`~pacore_graph.cli.command_args.RunArgs`
+or :class:`~pacore_graph.cli.command_args.EvalArgs`: the resolved settings and
+the command's own flags), its share's files put in with
+:func:`dataclasses.replace`: what is pickled to a Ray worker is that record,
+never the parser's namespace.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import copy
+import dataclasses
 import json
 from collections.abc import Callable, Coroutine
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pacore_graph.cli.common import EXIT_FAILED, EXIT_OK, EXIT_SKIPPED_INPUT, UsageError
 from pacore_graph.errors import PaCoReError
 
+if TYPE_CHECKING:
+    from pacore_graph.cli.command_args import EvalArgs, RunArgs
+    from pacore_graph.runs.ray_cluster import Share
+    from pacore_graph.settings.env_settings import PaCoReSettings
+
 __all__ = ["eval_on_ray", "run_on_ray"]
 
-#: The command a share runs: ``pacore run``'s coroutine function.
-Command = Callable[[argparse.Namespace], Coroutine[Any, Any, int]]
+#: What a ``pacore run`` share runs: ``pacore run``'s coroutine function.
+RunCommand = Callable[["RunArgs"], Coroutine[Any, Any, int]]
+#: What a ``pacore eval`` share runs: ``pacore eval``'s coroutine function.
+EvalCommand = Callable[["EvalArgs"], Coroutine[Any, Any, int]]
 
 
 def run_on_ray(
-    args: argparse.Namespace,
+    args: RunArgs,
     records: list[Any],
     input_errors: list[Any],
-    command: Command,
+    command: RunCommand,
 ) -> int:
     """Run ``records`` over Ray (``args.ray``, ``args.ray_workers``); merge into ``args.output``.
 
-    ``command`` is what each task runs on its share's namespace (``pacore run``'s own
+    ``command`` is what each task runs on its share's record (``pacore run``'s own
     coroutine: passed in, so that this module does not import the command back).
     """
     from pacore_graph.runs.ray_cluster import merge_shares, plan_shares, run_shares
     from pacore_graph.runs.results_file import ResultLine, read_results
     from pacore_graph.runs.runner import finished_ids
 
-    if not args.base_url:
+    if not args.settings.base_url:
         raise UsageError("--ray needs --base-url: every Ray task calls the same upstreams")
     workers = args.ray_workers
     if workers < 1:
         raise UsageError(f"--ray-workers must be >= 1, got {workers}")
+    assert args.ray is not None and args.output is not None  # run_command checked both
     output: Path = args.output
     done = finished_ids(output)
     todo = [r for r in records if r.id not in done]
@@ -88,16 +101,20 @@ def run_on_ray(
     return EXIT_SKIPPED_INPUT if input_errors else EXIT_OK
 
 
-def _run_share(command: Command, args: argparse.Namespace, share: Any) -> int:
+def _run_share(command: RunCommand, args: RunArgs, share: Share) -> int:
     """One Ray task: ``pacore run --input SHARE --output SHARE_RESULTS``, the same settings."""
     from pacore_graph.control.gc_tuning import fan_out_gc
 
-    mine = copy.copy(args)
-    mine.input, mine.output = share.input, share.output
-    mine.since = mine.until = None
-    mine.ray = None
-    mine.no_progress = True
-    mine.checkpoint = _share_checkpoint(args.checkpoint, share)
+    mine = dataclasses.replace(
+        args,
+        settings=_quiet(args.settings),
+        input=str(share.input),
+        output=share.output,
+        since=None,
+        until=None,
+        ray=None,
+        checkpoint=_share_checkpoint(args.checkpoint, share),
+    )
     try:
         with fan_out_gc():
             return asyncio.run(command(mine))
@@ -105,7 +122,12 @@ def _run_share(command: Command, args: argparse.Namespace, share: Any) -> int:
         raise RuntimeError(f"pacore: error: {exc}") from None
 
 
-def _share_checkpoint(spec: str | None, share: Any) -> str | None:
+def _quiet(settings: PaCoReSettings) -> PaCoReSettings:
+    """The settings with no progress bar: a task's output goes nowhere anyone reads."""
+    return settings.model_copy(update={"no_progress": True})
+
+
+def _share_checkpoint(spec: str | None, share: Share) -> str | None:
     """The share's store: its own SQLite file, unless a shared store (or none) was given."""
     if spec is None:
         return None  # the default: beside the share's results
@@ -118,21 +140,21 @@ def _share_checkpoint(spec: str | None, share: Any) -> str | None:
     return f"{path}.ray-{share.index}-of-{share.count}"
 
 
-def eval_on_ray(args: argparse.Namespace, records: list[Any], command: Command) -> None:
+def eval_on_ray(args: EvalArgs, records: list[Any], command: EvalCommand) -> None:
     """``pacore eval --ray``: each share is a ``pacore eval`` into ``DIR/ray-k-of-N/``.
 
     Their result lines are merged into ``DIR/results.jsonl``; the caller then
     runs the eval as usual, which finds those runs done and writes the
     report and plot (and retries, in this process, a run that failed).
     """
-    import dataclasses
     import shutil
 
     from pacore_graph.eval.harness import RESULTS
     from pacore_graph.runs.ray_cluster import merge_shares, plan_shares, run_shares
 
-    if not args.base_url:
+    if not args.settings.base_url:
         raise UsageError("--ray needs --base-url: every Ray task calls the same upstreams")
+    assert args.ray is not None  # eval_command checked it
     if args.ray_workers < 1:
         raise UsageError(f"--ray-workers must be >= 1, got {args.ray_workers}")
     shares = plan_shares(records, args.out / RESULTS, args.ray_workers)
@@ -161,17 +183,22 @@ def eval_on_ray(args: argparse.Namespace, records: list[Any], command: Command) 
 
 
 def _eval_share(
-    command: Command, args: argparse.Namespace, folders: dict[int, Path], share: Any
+    command: EvalCommand, args: EvalArgs, folders: dict[int, Path], share: Share
 ) -> int:
     """One Ray task: ``pacore eval --dataset SHARE --out DIR/ray-k-of-N``, the same settings."""
     from pacore_graph.control.gc_tuning import fan_out_gc
 
-    mine = copy.copy(args)
-    mine.dataset, mine.out = str(share.input), folders[share.index]
-    mine.since = mine.until = mine.limit = None
-    mine.ray = None
-    mine.no_progress = True
-    mine.checkpoint = _share_checkpoint(args.checkpoint, share)
+    mine = dataclasses.replace(
+        args,
+        settings=_quiet(args.settings),
+        dataset=str(share.input),
+        out=folders[share.index],
+        since=None,
+        until=None,
+        limit=None,
+        ray=None,
+        checkpoint=_share_checkpoint(args.checkpoint, share),
+    )
     try:
         with fan_out_gc():
             return asyncio.run(command(mine))

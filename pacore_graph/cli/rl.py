@@ -7,7 +7,7 @@ from typing import Any
 
 from pacore_graph.cli.common import UsageError
 
-__all__ = ["_rl"]
+__all__ = ["rl_command"]
 
 
 def _grader_arg(spec: str | None) -> Any:
@@ -28,7 +28,7 @@ def _reporters(value: str) -> str | list[str]:
     return names[0] if len(names) == 1 else names
 
 
-def _rl(args: argparse.Namespace) -> int:
+def rl_command(args: argparse.Namespace) -> int:
     """export-episodes, trainset and train: bad input and a missing [rl] extra exit 2."""
     from pacore_graph.rl.processes import LaunchError
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import importlib
@@ -16,30 +15,32 @@ from pacore_graph.cli.common import (
     EXIT_OK,
     EXIT_SKIPPED_INPUT,
     UsageError,
-    _check_method_settings,
-    _checkpointer,
-    _client,
-    _endpoint,
-    _output_lock,
-    _prepare,
-    _readable_file,
-    _summary,
-    _tracing,
-    _utf8_text,
-    _writable_file,
+    check_method_settings,
+    checkpoint_saver,
+    hold_output,
+    make_client,
+    open_endpoint,
+    prepare_run,
+    readable_file,
+    run_summary,
+    run_tracing,
+    utf8_text,
+    writable_file,
 )
 from pacore_graph.cli.dataset_arg import check_dataset_arg, load_dataset_arg
 
 if TYPE_CHECKING:
+    from pacore_graph.cli.command_args import RunArgs
     from pacore_graph.otel.spans import TraceOptions
     from pacore_graph.settings.config import PaCoReConfig
     from pacore_graph.settings.grammar import MethodSpec
     from pacore_graph.values.records import PaCoReResult
 
-__all__ = ["_run"]
+__all__ = ["run_command"]
 
 
-async def _run(args: argparse.Namespace) -> int:
+async def run_command(args: RunArgs) -> int:
+    """``pacore run``: checks before any model call, then the question, the dataset or --ray."""
     if args.input is None and not args.question:
         raise UsageError("give a QUESTION, or --input data.jsonl --output results.jsonl")
     if args.input is not None and args.question:
@@ -49,17 +50,18 @@ async def _run(args: argparse.Namespace) -> int:
     if args.question is not None and not args.question.strip():
         raise UsageError("empty problem: the question has no text")
     if args.question is not None:
-        _utf8_text(args.question, "the question")
-    config, compactor = _prepare(args.settings)
+        utf8_text(args.question, "the question")
+    config, compactor = prepare_run(args.settings)
     method = _method(args)
-    _check_method_settings(
-        args,
+    check_method_settings(
+        args.settings,
+        args.flags_given,
         {method.family if method is not None else "pacore"},
         f"--method {method.text}" if method is not None else "PaCoRe",
     )
     template = _template(args.template)
     if args.output is not None:
-        _writable_file(args.output, "--output")
+        writable_file(args.output, "--output")
     records: list[Any] = []
     input_errors: list[Any] = []
     if args.input is None and (args.since or args.until):
@@ -73,29 +75,29 @@ async def _run(args: argparse.Namespace) -> int:
 
     # One writer per results file: a second run on it is refused before any model call.
     holding = (
-        _output_lock(args.output, "--output")
-        if args.input is not None
+        hold_output(args.output, "--output")
+        if args.input is not None and args.output is not None  # --input needs --output
         else contextlib.nullcontext()
     )
     from pacore_graph.runs.loop_lag import loop_lag_probe  # no-op unless PACORE_LOOP_LAG_FILE
 
-    if getattr(args, "ray", None) is not None:
+    if args.ray is not None:
         if args.input is None:
             raise UsageError("--ray runs a dataset: give --input and --output")
         from pacore_graph.cli.ray_run import run_on_ray
 
         with holding:  # the shares run in Ray tasks; this process merges their lines
-            return run_on_ray(args, records, input_errors, _run)  # main thread, as Ray asks
-    with holding, _tracing(args.settings) as trace_options:
+            return run_on_ray(args, records, input_errors, run_command)  # main thread, as Ray asks
+    with holding, run_tracing(args.settings) as trace_options:
         async with loop_lag_probe():
             return await _run_with(
                 args, config, compactor, template, records, input_errors, trace_options, method
             )
 
 
-def _method(args: argparse.Namespace) -> MethodSpec | None:
+def _method(args: RunArgs) -> MethodSpec | None:
     """``--method SPEC`` parsed before anything starts (a bad spec sends nothing)."""
-    text = getattr(args, "method", None)
+    text = args.method
     if not text:
         return None
     from pacore_graph.settings.grammar import parse_method
@@ -110,7 +112,7 @@ def _method(args: argparse.Namespace) -> MethodSpec | None:
 
 
 async def _run_with(
-    args: argparse.Namespace,
+    args: RunArgs,
     config: PaCoReConfig,
     compactor: Any,
     template: str,
@@ -120,18 +122,18 @@ async def _run_with(
     method: MethodSpec | None = None,
 ) -> int:
     importing = None
-    if not args.base_url:
+    if not args.settings.base_url:
         # The embedded server takes a second or two to load its model in its own
         # process: import LangGraph (~0.8 s of CPU) meanwhile, not after.
         importing = asyncio.get_running_loop().run_in_executor(
             None, importlib.import_module, "pacore_graph.graph.builder"
         )
-    async with _endpoint(args.settings) as endpoint:
+    async with open_endpoint(args.settings) as endpoint:
         if importing is not None:
             await importing
         from pacore_graph.graph.builder import ainvoke_pacore, build_pacore_graph
 
-        client = _client(args.settings, endpoint, config)
+        client = make_client(args.settings, endpoint, config)
         try:
             if method is not None and method.family != "pacore":
                 from pacore_graph.eval.methods import build_method_graph
@@ -159,37 +161,41 @@ async def _run_with(
             raise UsageError(str(exc)) from None
         try:
             if args.input is None:
+                question = args.question
+                assert question is not None  # run_command: a QUESTION or --input
                 if args.json:
-                    result = await ainvoke_pacore(graph, args.question)
+                    result = await ainvoke_pacore(graph, question)
                     if args.output is not None:
-                        _write_question_result(args.output, args.question, result)
+                        _write_question_result(args.output, question, result)
                     print(json.dumps(result.to_dict(), ensure_ascii=False))
                     return 0
                 from pacore_graph.runs.live import run_live
 
                 result, streamed = await run_live(
                     graph,
-                    args.question,
-                    err=None if args.no_progress else sys.stderr,
+                    question,
+                    err=None if args.settings.no_progress else sys.stderr,
                     out=sys.stdout if sys.stdout.isatty() else None,
                 )
                 if args.output is not None:
-                    _write_question_result(args.output, args.question, result)
+                    _write_question_result(args.output, question, result)
                 if not streamed:
                     print(result.answer.strip())
                 print()
-                print(_summary(result))
+                print(run_summary(result))
                 return 0
             from pacore_graph.runs.runner import PACORE_MODEL_NODES, run_dataset
 
-            async with _checkpointer(
-                args.checkpoint, args.output, retry_s=args.checkpoint_timeout
+            output = args.output
+            assert output is not None  # run_command: --input needs --output
+            async with checkpoint_saver(
+                args.checkpoint, output, retry_s=args.checkpoint_timeout
             ) as saver:
                 summary = await run_dataset(
                     graph,
                     records,
-                    args.output,
-                    progress=not args.no_progress,
+                    output,
+                    progress=not args.settings.no_progress,
                     max_problems_in_flight=max(config.max_concurrency, 1),
                     checkpointer=saver,
                     # Only the PaCoRe graph's cheap steps are known to call no model.
@@ -224,7 +230,7 @@ def _template(path: Path | None) -> str:
         from pacore_graph.values.prompts import SYNTHESIS_TEMPLATE
 
         return SYNTHESIS_TEMPLATE
-    _readable_file(path, "--template")
+    readable_file(path, "--template")
     try:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:

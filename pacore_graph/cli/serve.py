@@ -20,13 +20,13 @@ import dataclasses
 import sys
 from typing import Any
 
-from pacore_graph.cli.common import UsageError, _format_validation, _tracing
+from pacore_graph.cli.common import UsageError, format_validation, run_tracing
 from pacore_graph.settings.fields import SERVE_SETTINGS
 
-__all__ = ["_serve"]
+__all__ = ["serve_command"]
 
 
-def _serve(args: argparse.Namespace) -> int:
+def serve_command(args: argparse.Namespace) -> int:
 
     from pydantic import ValidationError
 
@@ -77,7 +77,7 @@ def _serve(args: argparse.Namespace) -> int:
             body_timeout_s=args.body_timeout,
         )
     except ValidationError as exc:
-        raise UsageError(_format_validation(exc)) from None
+        raise UsageError(format_validation(exc)) from None
     except (ValueError, ImportError, AttributeError, TypeError) as exc:
         raise UsageError(str(exc)) from None
     if api_key is None and not is_loopback(args.host):
@@ -99,7 +99,9 @@ def _serve(args: argparse.Namespace) -> int:
         "drain_timeout": args.drain_timeout,
         "log_level": args.log_level,
     }
-    with _tracing(args.settings) as tracing:  # --trace: flushed and shut down when the server stops
+    with run_tracing(
+        args.settings
+    ) as tracing:  # --trace: flushed and shut down when the server stops
         settings = dataclasses.replace(settings, tracing=tracing)
         if upstreams:
             serve(settings, **where)

@@ -13,16 +13,19 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pacore_graph.cli.common import (
     EXIT_OK,
     UsageError,
-    _client,
-    _endpoint,
-    _output_lock,
-    _prepare,
+    hold_output,
+    make_client,
+    open_endpoint,
+    prepare_run,
 )
+
+if TYPE_CHECKING:
+    from pacore_graph.cli.command_args import EvalArgs
 
 __all__ = ["SUITES", "add_suite_args", "run_suite"]
 
@@ -61,7 +64,7 @@ def _suite_datasets(items: list[str]) -> dict[str, str]:
     return found
 
 
-async def run_suite(args: argparse.Namespace, category_graders: dict[str, Any]) -> int:
+async def run_suite(args: EvalArgs, category_graders: dict[str, Any]) -> int:
     """Run ``args.suite`` and print ``table1.md``; usage errors before any model call."""
     from pacore_graph.eval.benchmarks.base import DatasetError
     from pacore_graph.eval.harness import RESULTS
@@ -77,7 +80,7 @@ async def run_suite(args: argparse.Namespace, category_graders: dict[str, Any]) 
     datasets = _suite_datasets(args.suite_dataset)
     if args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out {args.out}: is a file; pacore eval writes a folder there")
-    config, compactor = _prepare(args.settings)
+    config, compactor = prepare_run(args.settings)
     judge = category_graders.get("judge")
 
     def make_judge(cache: Any) -> Any:
@@ -87,9 +90,9 @@ async def run_suite(args: argparse.Namespace, category_graders: dict[str, Any]) 
     from pacore_graph.runs.private_files import private_dir
 
     private_dir(args.out)
-    with _output_lock(args.out / RESULTS, "--out"):
-        async with _endpoint(args.settings) as endpoint:
-            client = _client(args.settings, endpoint, config)
+    with hold_output(args.out / RESULTS, "--out"):
+        async with open_endpoint(args.settings) as endpoint:
+            client = make_client(args.settings, endpoint, config)
             try:
                 path = await run_table1(
                     client,
@@ -100,7 +103,7 @@ async def run_suite(args: argparse.Namespace, category_graders: dict[str, Any]) 
                     limit=args.limit,
                     code_grader=category_graders["code"].code,
                     judge=make_judge if judge is not None else None,
-                    progress=not args.no_progress,
+                    progress=not args.settings.no_progress,
                     compactor=compactor,
                 )
             except (ValueError, DatasetError) as exc:

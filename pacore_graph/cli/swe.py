@@ -6,12 +6,18 @@ import argparse
 import json
 import sys
 
-from pacore_graph.cli.common import UsageError, _check_writable, _prepare, _summary, _tracing
+from pacore_graph.cli.common import (
+    UsageError,
+    check_writable,
+    prepare_run,
+    run_summary,
+    run_tracing,
+)
 
-__all__ = ["_swe"]
+__all__ = ["swe_command"]
 
 
-async def _swe(args: argparse.Namespace) -> int:
+async def swe_command(args: argparse.Namespace) -> int:
     from pacore_graph.graphs.pacore_swe import check_repository, run_swe
     from pacore_graph.llm.langchain_client import aclose_chat_model, make_chat_model
 
@@ -33,14 +39,14 @@ async def _swe(args: argparse.Namespace) -> int:
     if not args.test.strip():
         raise UsageError('--test is empty: give the test command, e.g. --test "pytest -q"')
     if args.diff_out is not None:
-        _check_writable("--diff-out", args.diff_out)
+        check_writable("--diff-out", args.diff_out)
     try:
         issue = args.issue.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"--issue {args.issue}: cannot read it as UTF-8 text: {exc}") from None
     if not issue.strip():
         raise UsageError(f"--issue {args.issue}: the issue text is empty")
-    config, _ = _prepare(args.settings)
+    config, _ = prepare_run(args.settings)
     chat = make_chat_model(
         args.base_url[0],
         args.model,
@@ -49,7 +55,7 @@ async def _swe(args: argparse.Namespace) -> int:
         retry=config.retry,
     )
     try:
-        with _tracing(args.settings) as trace_options:
+        with run_tracing(args.settings) as trace_options:
             outcome = await run_swe(
                 chat,
                 args.repo,
@@ -90,7 +96,7 @@ async def _swe(args: argparse.Namespace) -> int:
         )
     else:
         print(outcome.diff or "(the final attempt changed nothing)")
-        print(_summary(outcome.result))
+        print(run_summary(outcome.result))
         print(f"attempts passing their tests: {passing}/{len(attempts)}")
         if not outcome.applied:
             print(f"final diff did not apply: {outcome.apply_message}")

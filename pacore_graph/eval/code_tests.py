@@ -82,6 +82,29 @@ class CodeTest:
                 f"unknown test type {self.testtype!r}; expected one of {', '.join(TEST_TYPES)}"
             )
 
+    @classmethod
+    def from_json(cls, item: object, where: str, *, public: bool | None = None) -> CodeTest:
+        """One ``{"input", "output", "testtype"[, "public"]}`` object; ValueError names ``where``.
+
+        ``public`` given overrides the object's own (a LiveCodeBench column is
+        public or private as a whole); else the object's ``"public"``, default True.
+        Both readers of tests (:meth:`CodeTests.from_json`, the LiveCodeBench
+        adapter) go through here, so a broken test is named the same way.
+        """
+        if not isinstance(item, Mapping):
+            raise ValueError(f"{where} is a {type(item).__name__}, not a test object")
+        try:
+            return cls(
+                input=item["input"],
+                output=item["output"],
+                testtype=cast(TestType, item["testtype"]),
+                public=bool(item.get("public", True)) if public is None else public,
+            )
+        except KeyError as exc:
+            raise ValueError(f"{where} has no {exc.args[0]!r}") from None
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
+
 
 @dataclass(frozen=True, slots=True)
 class CodeTests:
@@ -144,23 +167,7 @@ class CodeTests:
             raise ValueError("code tests need a 'tests' list")
         if len(raw) > MAX_TESTS:
             raise ValueError(too_many_tests(len(raw)))
-        tests = []
-        for i, item in enumerate(raw):
-            if not isinstance(item, Mapping):
-                raise ValueError(f"test {i} is a {type(item).__name__}, not an object")
-            try:
-                tests.append(
-                    CodeTest(
-                        input=item["input"],
-                        output=item["output"],
-                        testtype=cast(TestType, item["testtype"]),
-                        public=bool(item.get("public", True)),
-                    )
-                )
-            except KeyError as exc:
-                raise ValueError(f"test {i} has no {exc.args[0]!r}") from None
-            except ValueError as exc:
-                raise ValueError(f"test {i}: {exc}") from None
+        tests = [CodeTest.from_json(item, f"test {i}") for i, item in enumerate(raw)]
         fn_name = data.get("fn_name")
         if fn_name is not None and not isinstance(fn_name, str):
             raise ValueError(f"fn_name must be a string, got {type(fn_name).__name__}")

@@ -45,7 +45,7 @@ from pacore_graph.runs.results_file import ResultLine, compact_results, read_res
 from pacore_graph.runs.runner import DatasetRecord
 from pacore_graph.settings.config import PaCoReConfig
 from pacore_graph.values.answers import problem_text
-from pacore_graph.values.compaction import Compactor
+from pacore_graph.values.compaction import DEFAULT_COMPACTOR, Compactor
 from pacore_graph.values.records import PaCoReResult
 
 __all__ = ["EvalOutcome", "completed_runs", "run_eval"]
@@ -158,7 +158,7 @@ async def run_eval(
     samples: int = 1,
     grader: Grader | None = None,
     category_graders: Mapping[str, Grader] | None = None,
-    compactor: Compactor | str = "conclusion",
+    compactor: Compactor | str = DEFAULT_COMPACTOR,
     progress: bool = True,
     progress_file: IO[str] | None = None,
     meta: Mapping[str, Any] | None = None,

@@ -46,7 +46,7 @@ from pacore_graph.otel.spans import TraceOptions
 from pacore_graph.settings.config import PaCoReConfig
 from pacore_graph.settings.grammar import METHODS, MethodSpec, parse_method, parse_methods
 from pacore_graph.settings.request_limits import RequestLimits
-from pacore_graph.values.compaction import Compactor
+from pacore_graph.values.compaction import DEFAULT_COMPACTOR, Compactor
 from pacore_graph.values.compactor_registry import CompactorRegistry
 
 __all__ = [
@@ -67,7 +67,7 @@ def build_method_graph(
     client: ChatClient,
     *,
     config: PaCoReConfig,
-    compactor: Compactor | str = "conclusion",
+    compactor: Compactor | str = DEFAULT_COMPACTOR,
     limiter: SequenceLimiter | None = None,
     tracing: TraceOptions | bool | None = None,
     compactors: CompactorRegistry | Mapping[str, Compactor] | None = None,

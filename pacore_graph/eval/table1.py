@@ -38,6 +38,7 @@ from pacore_graph.eval.report import MethodStats, dataset_label, summarize
 from pacore_graph.runs.atomic import write_text_atomic
 from pacore_graph.runs.jsonl import iter_objects
 from pacore_graph.runs.private_files import private_dir
+from pacore_graph.values.compaction import DEFAULT_COMPACTOR
 
 __all__ = [
     "BASE_METHODS",
@@ -261,7 +262,7 @@ async def run_table1(
     code_grader: Grader | None = None,
     judge: Callable[[Path], Grader] | None = None,
     progress: bool = False,
-    compactor: Any = "conclusion",
+    compactor: Any = DEFAULT_COMPACTOR,
     load: Callable[..., Any] | None = None,
 ) -> Path:
     """Run the suite into ``out_dir`` and write ``out_dir/table1.md``; return its path.

@@ -59,7 +59,7 @@ from pacore_graph.settings.config import PaCoReConfig
 from pacore_graph.settings.per_run import run_context_schema
 from pacore_graph.settings.request_limits import RequestLimits
 from pacore_graph.values.aggregation import Aggregator
-from pacore_graph.values.compaction import Compactor, compactor_from_name
+from pacore_graph.values.compaction import DEFAULT_COMPACTOR, Compactor, compactor_from_name
 from pacore_graph.values.compactor_registry import CompactorRegistry
 from pacore_graph.values.prompts import SYNTHESIS_TEMPLATE, render_synthesis
 from pacore_graph.values.records import PaCoReResult
@@ -185,7 +185,7 @@ def build_pacore_graph(
     client: ChatClient | None = None,
     *,
     config: PaCoReConfig | Mapping[str, Any] | None = None,
-    compactor: Compactor | Callable[..., Any] | str | Any = "conclusion",
+    compactor: Compactor | Callable[..., Any] | str | Any = DEFAULT_COMPACTOR,
     explorer: Any = None,
     template: str = SYNTHESIS_TEMPLATE,
     plan: RoundPlan | None = None,

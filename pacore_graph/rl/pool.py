@@ -22,7 +22,7 @@ from typing import Any
 from pacore_graph.graph.nodes import normalize_conversation
 from pacore_graph.rl.episodes import ResultRun, iter_result_runs
 from pacore_graph.runs.jsonl import BadLine, read_lines
-from pacore_graph.values.compaction import compactor_from_name
+from pacore_graph.values.compaction import DEFAULT_COMPACTOR, compactor_from_name
 from pacore_graph.values.records import Trajectory
 
 __all__ = ["PoolProblem", "load_pool", "pool_from_results", "read_pacore_train", "read_records"]
@@ -72,7 +72,7 @@ def read_records(path: Path) -> Iterable[tuple[int, Any]]:
         yield item.line, item.data
 
 
-def read_pacore_train(path: str | Path, *, compactor: str = "conclusion") -> list[PoolProblem]:
+def read_pacore_train(path: str | Path, *, compactor: str = DEFAULT_COMPACTOR) -> list[PoolProblem]:
     """Problems from PaCoRe-Train-format records (a JSON list or JSONL).
 
     Each record has ``conversation`` (or ``messages``), ``responses`` (the
@@ -158,7 +158,7 @@ def _is_results_file(path: Path) -> bool:
 
 
 def load_pool(
-    paths: str | Path | Sequence[str | Path], *, compactor: str = "conclusion"
+    paths: str | Path | Sequence[str | Path], *, compactor: str = DEFAULT_COMPACTOR
 ) -> list[PoolProblem]:
     """Problems from PaCoRe-Train files or results files, told apart by their records."""
     files = [Path(paths)] if isinstance(paths, str | Path) else [Path(p) for p in paths]

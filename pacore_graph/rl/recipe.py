@@ -50,7 +50,7 @@ from pacore_graph.rl.pool import (
 from pacore_graph.rl.rewards import decode_ground_truth, encode_ground_truth
 from pacore_graph.rl.rows import ROW_FORMATS, check_row_format, write_jsonl, write_rows
 from pacore_graph.values.answers import problem_text
-from pacore_graph.values.compaction import compactor_from_name
+from pacore_graph.values.compaction import DEFAULT_COMPACTOR, compactor_from_name
 from pacore_graph.values.prompts import SYNTHESIS_TEMPLATE, synthesis_messages
 
 __all__ = [
@@ -100,7 +100,7 @@ class RecipeConfig:
     seed: int = 0
     thresholds: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_THRESHOLDS))
     stage1: bool = True
-    compactor: str = "conclusion"
+    compactor: str = DEFAULT_COMPACTOR
     template: str = SYNTHESIS_TEMPLATE
 
     def __post_init__(self) -> None:
@@ -512,7 +512,7 @@ def build_trainset_command(
     no_stage1: bool = False,
     synthesis_results: Sequence[Path] = (),
     grader: Grader | None = None,
-    compactor: str = "conclusion",
+    compactor: str = DEFAULT_COMPACTOR,
     template: str | None = None,
     stream: IO[str] | None = None,
 ) -> TrainsetReport:

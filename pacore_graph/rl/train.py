@@ -41,6 +41,7 @@ from pacore_graph.rl import require_rl
 from pacore_graph.rl.export import load_dataset_path
 from pacore_graph.rl.processes import check_launch, current_processes
 from pacore_graph.rl.rewards import PaCoReReward
+from pacore_graph.values.compaction import DEFAULT_COMPACTOR
 
 __all__ = [
     "ALGOS",
@@ -121,7 +122,7 @@ class TrainSettings:
     use_cpu: bool | None = None
     bf16: bool | None = None
     gradient_checkpointing: bool | None = None
-    compactor: str = "conclusion"
+    compactor: str = DEFAULT_COMPACTOR
     grader: Grader | str | None = None
     overrides: Mapping[str, Any] = field(default_factory=dict)
 
@@ -450,7 +451,7 @@ def train_command(
     per_device_train_batch_size: int | None = None,
     max_completion_length: int = 1024,
     learning_rate: float = 1e-6,
-    compactor: str = "conclusion",
+    compactor: str = DEFAULT_COMPACTOR,
     grader: Grader | str | None = None,
     min_round: int = 1,
     seed: int = 0,

@@ -58,6 +58,7 @@ from verifiers.v1.envs.single_agent import SingleAgentEnv, SingleAgentEnvConfig
 from pacore_graph.eval.graders import Grade, Grader, auto_grader, grade_response
 from pacore_graph.rl.rewards import PaCoReReward, decode_ground_truth
 from pacore_graph.values.answers import problem_text
+from pacore_graph.values.compaction import DEFAULT_COMPACTOR
 
 __all__ = [
     "TASKSET_ID",
@@ -94,7 +95,7 @@ class PaCoReSynthesisTaskConfig(vf.TaskConfig):
     """
 
     grader: str | None = None
-    compactor: str = "conclusion"
+    compactor: str = DEFAULT_COMPACTOR
     grader_workers: int = 2
     judge_base_url: str | None = None
     judge_model: str | None = None
@@ -121,7 +122,7 @@ class PaCoReSynthesisConfig(vf.TasksetConfig):
     prompts_per_problem: int = 1
     seed: int = 0
     stage1: bool = True
-    compactor: str = "conclusion"
+    compactor: str = DEFAULT_COMPACTOR
 
 
 def _grader(name: str | None, config: PaCoReSynthesisTaskConfig) -> Grader | None:
@@ -281,7 +282,7 @@ def load_environment(
     *,
     pool: Sequence[str] = (),
     grader: str | None = None,
-    compactor: str = "conclusion",
+    compactor: str = DEFAULT_COMPACTOR,
     min_round: int = 1,
     **settings: Any,
 ) -> SingleAgentEnv:

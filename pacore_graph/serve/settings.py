@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pacore_graph.otel.spans import TraceOptions
 from pacore_graph.settings.config import ModelRetryPolicy, PaCoReConfig, SamplingParams
 from pacore_graph.settings.fields import SERVE_SETTINGS, SETTINGS
-from pacore_graph.settings.request_limits import RequestLimitError, RequestLimits
+from pacore_graph.settings.request_limits import RequestLimits
 from pacore_graph.values.compactor_registry import CompactorRegistry
 
 __all__ = [
@@ -134,10 +134,8 @@ class ServeSettings:
             raise ValueError(f"max_json_depth must be in [4, 512], got {self.max_json_depth}")
         if not self.keep_alive_s > 0:
             raise ValueError("keep_alive_s must be > 0")
-        try:
-            self.limits.check(max_tokens=self.sampling.max_tokens)
-        except RequestLimitError as exc:
-            raise ValueError(f"--max-tokens: {exc}") from None
+        # The run's max_tokens against its cap: the settings model's own check, same text.
+        self.limits.check_settings(max_tokens=self.sampling.max_tokens)
 
     def config(self) -> PaCoReConfig:
         """The configuration the server's graph is built with (requests' settings apply to it)."""

@@ -48,7 +48,7 @@ from pacore_graph.settings.fields import (
 )
 from pacore_graph.settings.grammar import split_widths
 from pacore_graph.settings.presets import PRESETS
-from pacore_graph.settings.request_limits import RequestLimitError, RequestLimits
+from pacore_graph.settings.request_limits import RequestLimits
 from pacore_graph.settings.validation import describe
 
 __all__ = [
@@ -113,14 +113,40 @@ def _field(row: Setting) -> Any:
     )
 
 
-class _SettingsBase(BaseSettings):
-    """What the generated :class:`PaCoReSettings` does beyond holding the rows' values."""
+class _FlagsThenEnv(BaseSettings):
+    """What both settings models share: flags, then the environment, nothing else.
 
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
+    A value comes from the flags (init values) first, then from the model's
+    ``env_prefix`` variables (``PACORE_*`` or ``PACORE_SERVE_*``) in the
+    mapping given to :func:`load_settings` (``os.environ`` by default); no
+    dotenv or secret files are read. Unknown names are ignored: each
+    subclass sets only its ``env_prefix``.
+    """
+
+    model_config = SettingsConfigDict(extra="ignore")
 
     if TYPE_CHECKING:  # the fields are generated from the rows; each is read by its name
 
         def __getattr__(self, name: str) -> Any: ...
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Flags (init values), then the prefixed variables; no dotenv or secret files."""
+        del env_settings, dotenv_settings, file_secret_settings
+        return (init_settings, _MappingEnvSource(settings_cls))
+
+
+class _SettingsBase(_FlagsThenEnv):
+    """What the generated :class:`PaCoReSettings` does beyond holding the rows' values."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX)
 
     @field_validator("base_url", mode="before", check_fields=False)
     @classmethod
@@ -139,30 +165,14 @@ class _SettingsBase(BaseSettings):
         """The caps are in bounds and the run these settings describe fits them (one check)."""
         try:
             limits = self.limits()
-            limits.check(rounds=self.round_widths(), max_tokens=self.max_tokens)
         except BoundError as exc:
             raise ValueError(f"{env_name(exc.name)}: {exc}") from None
-        except RequestLimitError as exc:
-            flag = "--rounds" if exc.field == "rounds" else "--max-tokens"
-            raise ValueError(f"{flag} ({env_name(exc.field)}): {exc}") from None
+        limits.check_settings(rounds=self.round_widths(), max_tokens=self.max_tokens)
         return self
 
     def limits(self) -> RequestLimits:
         """The per-request caps these settings give (``--max-rounds``, ...)."""
         return RequestLimits(**{name: getattr(self, name) for name in LIMIT_NAMES})
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        """Flags (init values), then ``PACORE_*`` variables; no dotenv or secret files."""
-        del env_settings, dotenv_settings, file_secret_settings
-        return (init_settings, _MappingEnvSource(settings_cls))
 
     def round_widths(self) -> list[int]:
         """``rounds`` if given, else the preset's widths (``low`` when neither is)."""
@@ -170,9 +180,7 @@ class _SettingsBase(BaseSettings):
             return list(self.rounds)
         return list(PRESETS[self.preset] if self.preset else SETTINGS["rounds"].default)
 
-    def to_config(
-        self, *, embedded: bool = False, default_max_concurrency: int | None = None
-    ) -> PaCoReConfig:
+    def to_config(self, *, embedded: bool = False) -> PaCoReConfig:
         """The run configuration these settings describe (validated by ``PaCoReConfig``).
 
         ``embedded`` applies the embedded model's defaults (a token cap and
@@ -190,11 +198,8 @@ class _SettingsBase(BaseSettings):
             given.pop("logprobs", None)  # a flag not given: the config's default
         if embedded and self.max_tokens is None:
             given["max_tokens"] = EMBEDDED_MAX_TOKENS
-        if self.max_concurrency is None:
-            if embedded:
-                given["max_concurrency"] = EMBEDDED_MAX_CONCURRENCY
-            elif default_max_concurrency is not None:
-                given["max_concurrency"] = default_max_concurrency
+        if embedded and self.max_concurrency is None:
+            given["max_concurrency"] = EMBEDDED_MAX_CONCURRENCY
         config = PaCoReConfig().with_settings(given)
         fields: dict[str, Any] = {}
         if self.token_ids:
@@ -221,32 +226,15 @@ if not TYPE_CHECKING:
     )
 
 
-class _ServeBase(BaseSettings):
+class _ServeBase(_FlagsThenEnv):
     """What the generated :class:`PaCoReServeSettings` does beyond holding the serve rows."""
 
-    model_config = SettingsConfigDict(env_prefix=SERVE_ENV_PREFIX, extra="ignore")
-
-    if TYPE_CHECKING:
-
-        def __getattr__(self, name: str) -> Any: ...
+    model_config = SettingsConfigDict(env_prefix=SERVE_ENV_PREFIX)
 
     @field_validator("upstream", mode="before", check_fields=False)
     @classmethod
     def _urls(cls, value: Any) -> Any:
         return _split(value) or None
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        """Flags (init values), then ``PACORE_SERVE_*`` variables; no dotenv or secret files."""
-        del env_settings, dotenv_settings, file_secret_settings
-        return (init_settings, _MappingEnvSource(settings_cls))
 
 
 #: ``pacore serve``'s own settings: flag > ``PACORE_SERVE_*`` variable > default, one

@@ -40,6 +40,7 @@ from typing import Any
 
 from pacore_graph.errors import PaCoReError
 from pacore_graph.settings.presets import PRESETS
+from pacore_graph.values.compaction import DEFAULT_COMPACTOR
 from pacore_graph.values.trace_kinds import TRACE_KINDS
 
 __all__ = [
@@ -253,7 +254,7 @@ _ROWS = (
         path=None,
         help="how a trajectory is compacted for the next round: conclusion | answer | "
         "budget:N | a registered name (module:attr from the command line only)",
-        default="conclusion",
+        default=DEFAULT_COMPACTOR,
         per_run=True,
         serve=True,
     ),

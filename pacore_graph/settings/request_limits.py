@@ -130,6 +130,26 @@ class RequestLimits:
         if max_tokens is not None:
             self._check_tokens("max_tokens", max_tokens)
 
+    def check_settings(
+        self, *, rounds: Sequence[RoundItem] | None = None, max_tokens: int | None = None
+    ) -> None:
+        """:meth:`check` of a run's settings, its error labelled by flag and variable.
+
+        The one place a run's settings meet these caps: the settings model
+        (:class:`~pacore_graph.settings.env_settings.PaCoReSettings`: flags and
+        ``PACORE_*``) and :class:`~pacore_graph.serve.settings.ServeSettings`
+        (built by ``pacore serve`` or in Python) both call it, so a
+        ``--max-tokens`` over ``--max-tokens-cap`` reads the same from either.
+        Raises ``ValueError`` (what pydantic turns into a validation error):
+        ``--max-tokens (PACORE_MAX_TOKENS): max_tokens 101 is over the cap of
+        100 per call (max_tokens_cap)``.
+        """
+        try:
+            self.check(rounds=rounds, max_tokens=max_tokens)
+        except RequestLimitError as exc:
+            row = SETTINGS["rounds" if exc.field == "rounds" else "max_tokens"]
+            raise ValueError(f"{row.option_string} ({row.env}): {exc}") from None
+
     def _check_tokens(self, field: LimitedField, max_tokens: int) -> None:
         if max_tokens > self.max_tokens_cap:
             raise RequestLimitError(

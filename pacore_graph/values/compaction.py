@@ -28,6 +28,7 @@ from pacore_graph.values.answers import extract_answer, extract_boxed, split_con
 from pacore_graph.values.records import Trajectory
 
 __all__ = [
+    "DEFAULT_COMPACTOR",
     "AnswerCompactor",
     "Compactor",
     "ConclusionCompactor",
@@ -38,6 +39,12 @@ __all__ = [
     "extract_boxed",
     "split_conclusion",
 ]
+
+
+#: The compactor a run uses unless told otherwise: the paper's (:class:`ConclusionCompactor`).
+#: The one spelling of the default; the settings catalogue's ``compactor`` row and every
+#: ``compactor=`` keyword name this constant.
+DEFAULT_COMPACTOR = "conclusion"
 
 
 @runtime_checkable

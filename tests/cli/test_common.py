@@ -19,10 +19,10 @@ from pacore_graph.cli.common import (
     UsageError,
     _check_base_url,
     _check_base_urls,
-    _readable_file,
-    _summary,
-    _utf8_text,
-    _writable_file,
+    readable_file,
+    run_summary,
+    utf8_text,
+    writable_file,
 )
 from pacore_graph.errors import PaCoReError
 from pacore_graph.values.records import PaCoReResult, Trajectory
@@ -65,21 +65,21 @@ def test_a_replica_named_twice_is_refused() -> None:
 def test_readable_file_refuses_missing_and_directories(tmp_path: Path) -> None:
     good = tmp_path / "in.jsonl"
     good.write_text("{}\n")
-    _readable_file(good, "--input")
+    readable_file(good, "--input")
     with pytest.raises(UsageError, match=r"^--input .*: no such file$"):
-        _readable_file(tmp_path / "missing.jsonl", "--input")
+        readable_file(tmp_path / "missing.jsonl", "--input")
     with pytest.raises(UsageError, match="is a directory, not a file"):
-        _readable_file(tmp_path, "--input")
+        readable_file(tmp_path, "--input")
 
 
 def test_writable_file_refuses_directories_and_uncreatable_paths(tmp_path: Path) -> None:
-    _writable_file(tmp_path / "new" / "deep" / "out.jsonl", "--output")  # parents get made
+    writable_file(tmp_path / "new" / "deep" / "out.jsonl", "--output")  # parents get made
     with pytest.raises(UsageError, match="is a directory; give a file name"):
-        _writable_file(tmp_path, "--output")
+        writable_file(tmp_path, "--output")
     blocker = tmp_path / "file"
     blocker.write_text("")
     with pytest.raises(UsageError, match="cannot create a file in"):
-        _writable_file(blocker / "out.jsonl", "--output")
+        writable_file(blocker / "out.jsonl", "--output")
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root may write anything")
@@ -88,14 +88,14 @@ def test_writable_file_refuses_a_read_only_file(tmp_path: Path) -> None:
     ro.write_text("")
     ro.chmod(0o444)
     with pytest.raises(UsageError, match="not writable"):
-        _writable_file(ro, "--output")
+        writable_file(ro, "--output")
 
 
 def test_text_with_undecodable_bytes_is_refused_with_the_position() -> None:
-    assert _utf8_text("ok é", "the question") == "ok é"
+    assert utf8_text("ok é", "the question") == "ok é"
     text = b"ab\xffc".decode("utf-8", "surrogateescape")
     with pytest.raises(UsageError) as caught:
-        _utf8_text(text, "the question")
+        utf8_text(text, "the question")
     assert str(caught.value) == (
         "the question is not valid UTF-8 (undecodable byte at character 3)"
     )
@@ -111,7 +111,7 @@ def test_the_summary_counts_rounds_failures_and_tokens() -> None:
         (Trajectory(round=1, index=0, content="c", completion_tokens=3),),
     )
     result = PaCoReResult(answer="c", reasoning=None, rounds=rounds, schedule=(3, 1), wall_s=2.26)
-    assert _summary(result) == (
+    assert run_summary(result) == (
         "rounds: 2 (3+1)  trajectories: 4  failures: 1  truncated: 1  "
         "effective TTC: 15 tokens (12, 3)  wall: 2.3s"
     )
@@ -132,10 +132,33 @@ async def test_a_slow_embedded_start_is_not_a_silent_one(
 
     require_embedded()
     monkeypatch.setattr(common, "_STARTING_HEARTBEAT", 0.2)
-    async with common._endpoint(load_settings(env={})) as endpoint:
+    async with common.open_endpoint(load_settings(env={})) as endpoint:
         assert endpoint.base_urls[0].startswith("http://127.0.0.1:")
     lines = capsys.readouterr().err.splitlines()
     assert lines[0].startswith("starting the embedded model server")
     assert lines[-1].startswith("embedded server ready in ")
     beats = lines[1:-1]
     assert beats and all(b.startswith("  still starting the embedded model, ") for b in beats)
+
+
+def test_what_cli_modules_share_is_public() -> None:
+    """No cli module imports another's private (underscore) name: what is shared is in
+    the sharing module's ``__all__``."""
+    import ast
+    import importlib
+
+    folder = Path(__file__).resolve().parents[2] / "pacore_graph" / "cli"
+    private, unlisted = [], []
+    for path in sorted(folder.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                "pacore_graph.cli"
+            ):
+                assert node.module is not None
+                listed = getattr(importlib.import_module(node.module), "__all__", ())
+                for alias in node.names:
+                    if alias.name.startswith("_"):
+                        private.append(f"{path.name}: {node.module}.{alias.name}")
+                    elif alias.name not in listed:
+                        unlisted.append(f"{path.name}: {node.module}.{alias.name}")
+    assert private == [] and unlisted == []

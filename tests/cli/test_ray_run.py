@@ -6,19 +6,32 @@ worker processes running a share. Ray runs that share again, which resumes
 from its checkpoints: every problem gets one line, and the samples asked again
 are at most those in flight in the killed worker. The plan and the merge are
 runs/ray_cluster's (tests/runs/test_ray_cluster.py).
+
+The first two tests replace Ray alone (``run_shares``, which would start a
+cluster: seconds) by the same pickling it does, then each task in a thread of
+its own, to check what a task carries: the command's record, never the
+parser's namespace.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import pickle
 import signal
 import subprocess
 import sys
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from pacore_graph.cli import main
+from pacore_graph.cli.command_args import EvalArgs, RunArgs
+from pacore_graph.runs import ray_cluster
 from pacore_graph.testing import ScriptedServer
 from tests.cli_support import run_argv
 from tests.durable_support import (
@@ -35,6 +48,90 @@ ROUNDS = (8, 2)
 CONCURRENCY = 8  # per task
 NEEDED = PROBLEMS * (sum(ROUNDS) + 1)
 LATENCY = 0.4
+
+
+class _Classes(pickle.Unpickler):
+    """Loads a pickle, noting every class and function it names (what a worker imports)."""
+
+    def __init__(self, data: bytes) -> None:
+        super().__init__(io.BytesIO(data))
+        self.named: set[tuple[str, str]] = set()
+
+    def find_class(self, module: str, name: str) -> Any:
+        self.named.add((module, name))
+        return super().find_class(module, name)
+
+
+def _tasks_in_threads(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """``run_shares`` without Ray: each task pickled and loaded as Ray does, then run in a
+    thread of its own (a worker has no event loop running). Returns what the tasks carried."""
+    carried: list[Any] = []
+
+    def run_shares(
+        shares: Sequence[ray_cluster.Share],
+        work: Callable[[ray_cluster.Share], int],
+        *,
+        address: str,
+        workers: int,
+    ) -> list[int]:
+        assert (address, workers) == ("local", 2)
+        loader = _Classes(pickle.dumps(work))
+        task = loader.load()
+        carried.append((loader.named, task))
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            return [pool.submit(task, share).result() for share in shares]
+
+    monkeypatch.setattr(ray_cluster, "run_shares", run_shares)
+    return carried
+
+
+def test_a_ray_task_of_pacore_run_carries_the_run_record_not_the_namespace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    carried = _tasks_in_threads(monkeypatch)
+    data, out = write_dataset(tmp_path / "data.jsonl", 6), tmp_path / "results.jsonl"
+    with ScriptedServer(by_input).run_in_thread() as srv:
+        url = srv.base_url
+        argv = run_argv(data, out, "2", "--ray", "local", "--ray-workers", "2", "--json")
+        code = main([*argv, "--base-url", url, "--model", "scripted"])
+    assert code == 0, capsys.readouterr().err
+    report = capsys.readouterr().out.splitlines()[-1]  # after the shares' own (a thread each)
+    assert json.loads(report)["ray_tasks"] == 2
+    [(named, task)] = carried
+    assert ("argparse", "Namespace") not in named
+    assert ("pacore_graph.cli.command_args", "RunArgs") in named
+    record = task.args[1]
+    assert isinstance(record, RunArgs) and record.settings.base_url == [url]
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted(line["request_id"] for line in lines) == [f"q{i}" for i in range(6)]
+    assert all([len(r) for r in line["rounds"]] == [2, 1] for line in lines)
+
+
+def test_a_ray_task_of_pacore_eval_carries_the_eval_record_not_the_namespace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    carried = _tasks_in_threads(monkeypatch)
+    data, out = tmp_path / "data.jsonl", tmp_path / "ev"
+    with data.open("w") as fh:
+        for i in range(4):
+            q = {"role": "user", "content": f"What is {i} + {i}?"}
+            fh.write(json.dumps({"id": f"q{i}", "messages": [q], "ground_truth": str(2 * i)}))
+            fh.write("\n")
+    with ScriptedServer(by_input).run_in_thread() as srv:
+        argv = ["eval", "--dataset", str(data), "--methods", "single,pacore:2", "--out", str(out)]
+        argv += ["--base-url", srv.base_url, "--model", "scripted", "--no-progress"]
+        code = main([*argv, "--ray", "local", "--ray-workers", "2"])
+        asked_by_shares = len(srv.requests)
+    assert code == 0, capsys.readouterr().err
+    [(named, task)] = carried
+    assert ("argparse", "Namespace") not in named
+    assert ("pacore_graph.cli.command_args", "EvalArgs") in named
+    assert isinstance(task.args[1], EvalArgs)
+    lines = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    keys = sorted((line["method"], line["problem_id"]) for line in lines)
+    assert keys == sorted((m, f"q{i}") for m in ("single", "pacore:2") for i in range(4))
+    assert asked_by_shares == len(srv.requests)  # every run was the shares'
+    assert (out / "report.json").is_file()
 
 
 def _share_workers() -> list[int]:

@@ -56,11 +56,25 @@ def test_records_without_tests_have_none() -> None:
             "time_limit_s",
         ),
         ({"tests": "1"}, "'tests' list"),
+        ({"tests": ["1"]}, "test 0 is a str, not a test object"),
     ],
 )
 def test_bad_tests_are_refused_with_the_reason(data: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         code_tests_of({CODE_TESTS_KEY: data})
+
+
+def test_one_test_object_is_named_by_where_it_stands_and_public_can_be_imposed() -> None:
+    item = {"input": "1", "output": "2", "testtype": "stdin", "public": False}
+    assert CodeTest.from_json(item, "t") == CodeTest("1", "2", "stdin", public=False)
+    assert CodeTest.from_json(item, "t", public=True).public  # a whole column's, not the item's
+    assert CodeTest.from_json({**item, "public": 1}, "t").public is True
+    del item["public"]
+    assert CodeTest.from_json(item, "t").public  # public unless it says otherwise
+    with pytest.raises(ValueError, match=r"^private_test_cases\[2\] is a list, not a test object$"):
+        CodeTest.from_json([], "private_test_cases[2]")
+    with pytest.raises(ValueError, match=r"^cases\[0\]: a code test's input and output must be"):
+        CodeTest.from_json({**item, "output": 2}, "cases[0]")
 
 
 def test_more_tests_than_the_cap_are_refused_before_they_are_built() -> None:

@@ -11,6 +11,7 @@ import pytest
 from pydantic import ValidationError
 
 from pacore_graph.graphs import pacore as served
+from pacore_graph.settings.fields import SETTINGS
 from pacore_graph.testing import ScriptedReply, ScriptedRequest, ScriptedServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -93,7 +94,9 @@ def test_the_served_graph_reads_the_cli_settings_model() -> None:
     )
     assert cfg.sampling.temperature == 0.3 and cfg.sampling.seed == 5
     assert cfg.retry.max_attempts == 2
-    assert served.config_from_env({}).max_concurrency == 64
+    # the catalogue's default, as for pacore run: the graph states no other
+    assert served.config_from_env({}).max_concurrency == SETTINGS["max_concurrency"].default
+    assert not hasattr(served, "DEFAULT_MAX_CONCURRENCY")
     with pytest.raises(ValidationError, match="temperature"):
         served.config_from_env({"PACORE_TEMPERATURE": "warm"})
 

@@ -13,21 +13,22 @@ for the test (LangGraph's per-step checkpoints).
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sqlite3
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from cli_support import run_argv
 from durable_support import (
+    CHILD_ENV,
+    assert_one_line_each,
     by_input,
     kill_between_responses,
+    pacore_command,
     samples_returned,
-    wait_until,
+    wait_for_samples,
     write_dataset,
 )
 from pg_support import running_postgres
@@ -50,36 +51,15 @@ def server() -> Iterator[ScriptedServer]:
         yield srv
 
 
-def command(srv: ScriptedServer, data: Path, out: Path, checkpoint: str | None) -> list[str]:
-    argv = [
-        sys.executable,
-        "-m",
-        "pacore_graph.cli",
-        *run_argv(
-            data,
-            out,
-            ",".join(map(str, ROUNDS)),
-            "--max-concurrency",
-            str(CONCURRENCY),
-            "--no-progress",
-            base_url=srv.base_url,
-            model="scripted",
-        ),
-    ]
-    return argv + (["--checkpoint", checkpoint] if checkpoint else [])
-
-
 def kill_then_rerun(srv: ScriptedServer, tmp_path: Path, checkpoint: str | None) -> dict[str, int]:
     data, out = tmp_path / "data.jsonl", tmp_path / "results.jsonl"
     write_dataset(data, PROBLEMS)
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    argv = command(srv, data, out, checkpoint)
+    extra = ["--checkpoint", checkpoint] if checkpoint else []
+    argv = pacore_command(srv, data, out, ROUNDS, CONCURRENCY, *extra)
     proc = subprocess.Popen(
-        argv, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        argv, env=CHILD_ENV, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
-    wait_until(
-        proc, lambda: samples_returned(srv) >= KILL_AFTER, timeout_s=120, what="the first run"
-    )
+    wait_for_samples(proc, srv, KILL_AFTER, timeout_s=120)
 
     def kill() -> None:
         proc.send_signal(signal.SIGKILL)
@@ -88,12 +68,11 @@ def kill_then_rerun(srv: ScriptedServer, tmp_path: Path, checkpoint: str | None)
     at_kill, in_flight = kill_between_responses(srv, kill, LATENCY)
     finished_before = len(out.read_text().splitlines()) if out.exists() else 0
     stored = _stored_rows(tmp_path / ("results.jsonl" + RUN_CHECKPOINT_SUFFIX))
-    rerun = subprocess.run(argv, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    rerun = subprocess.run(
+        argv, env=CHILD_ENV, cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
     assert rerun.returncode == 0, rerun.stderr[-3000:]
-    lines = [json.loads(line) for line in out.read_text().splitlines()]
-    ids = [line["request_id"] for line in lines]
-    assert sorted(ids) == sorted(f"q{i}" for i in range(PROBLEMS))  # one line per problem
-    assert all(not line.get("error") for line in lines)
+    lines = assert_one_line_each(out, PROBLEMS)
     assert all([len(r) for r in line["rounds"]] == [*ROUNDS, 1] for line in lines)
     total = samples_returned(srv)
     return {

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -73,17 +74,29 @@ def stalled() -> Iterator[ScriptedServer]:
         yield srv
 
 
-def test_a_second_run_on_a_held_output_is_refused_and_sigkill_frees_it(
-    server: ScriptedServer, stalled: ScriptedServer, tmp_path: Path
-) -> None:
-    data, out = write_dataset(tmp_path / "data.jsonl"), tmp_path / "results.jsonl"
-    argv = run_argv(data, out, "4,2", "--no-progress", base_url=server.base_url, model="scripted")
-    first_argv = [*argv[: argv.index("--base-url")], "--base-url", stalled.base_url]
-    first_argv += ["--model", "scripted", "--no-progress"]
-    first = subprocess.Popen(
-        [sys.executable, "-m", "pacore_graph.cli", *first_argv],
+def pacore(argv: list[str], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``pacore ARGV`` run to its end as its own process."""
+    return subprocess.run(
+        [sys.executable, "-m", "pacore_graph.cli", *argv],
         env=ENV,
-        cwd=tmp_path,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@contextmanager
+def holding(argv: list[str], cwd: Path, out: Path) -> Iterator[subprocess.Popen[str]]:
+    """``pacore ARGV`` in the background, yielded once it holds ``out``'s lock.
+
+    Killed with SIGKILL on the way out: no handler of its runs, so whatever
+    frees the lock afterwards is the kernel closing its files.
+    """
+    first = subprocess.Popen(
+        [sys.executable, "-m", "pacore_graph.cli", *argv],
+        env=ENV,
+        cwd=cwd,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -94,37 +107,39 @@ def test_a_second_run_on_a_held_output_is_refused_and_sigkill_frees_it(
         while not (lock.exists() and lock.read_text().strip() == str(first.pid)):
             assert first.poll() is None and time.monotonic() < deadline, first.communicate()
             time.sleep(0.01)
-        with ScriptedServer(by_input).run_in_thread() as other:
-            second_argv = [*argv[: argv.index("--base-url")], "--base-url", other.base_url]
-            second_argv += ["--model", "scripted", "--no-progress"]
-            second = subprocess.run(
-                [sys.executable, "-m", "pacore_graph.cli", *second_argv],
-                env=ENV,
-                cwd=tmp_path,
-                capture_output=True,
-                text=True,
-                timeout=120,
-            )
-            assert second.returncode == 2, second.stderr
-            lines = second.stderr.strip().splitlines()
-            assert len(lines) == 1, second.stderr
-            assert lines[0].startswith(f"pacore: error: --output: {out} is being written by pid ")
-            assert f"pid {first.pid}" in lines[0]
-            assert other.request_count == 0  # refused before any model call
+        yield first
+    finally:
         first.send_signal(signal.SIGKILL)
         first.communicate(timeout=30)
-    finally:
-        if first.poll() is None:
-            first.kill()
+
+
+def refused(argv: list[str], cwd: Path) -> str:
+    """``pacore ARGV``'s one-line error; it must exit with 2 and say nothing else."""
+    proc = pacore(argv, cwd)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    return lines[0]
+
+
+def test_a_second_run_on_a_held_output_is_refused_and_sigkill_frees_it(
+    server: ScriptedServer, stalled: ScriptedServer, tmp_path: Path
+) -> None:
+    data, out = write_dataset(tmp_path / "data.jsonl"), tmp_path / "results.jsonl"
+
+    def argv(base_url: str) -> list[str]:
+        return run_argv(data, out, "4,2", "--no-progress", base_url=base_url, model="scripted")
+
+    with (
+        holding(argv(stalled.base_url), tmp_path, out) as first,
+        ScriptedServer(by_input).run_in_thread() as other,
+    ):
+        error = refused(argv(other.base_url), tmp_path)
+        assert error.startswith(f"pacore: error: --output: {out} is being written by pid ")
+        assert f"pid {first.pid}" in error
+        assert other.request_count == 0  # refused before any model call
     assert lock_path(out).exists()  # left behind by the kill, but no longer held
-    third = subprocess.run(
-        [sys.executable, "-m", "pacore_graph.cli", *argv],
-        env=ENV,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    third = pacore(argv(server.base_url), tmp_path, timeout=180)
     assert third.returncode == 0, third.stderr[-3000:]
     ids = [json.loads(line)["request_id"] for line in out.read_text().splitlines()]
     assert sorted(ids) == sorted(f"q{i}" for i in range(PROBLEMS))
@@ -145,39 +160,15 @@ def test_a_hard_link_to_a_running_outputs_file_is_refused(
     alias.parent.mkdir()
     os.link(out, alias)
     argv = run_argv(data, out, "4,2", "--no-progress", base_url=stalled.base_url, model="m")
-    first = subprocess.Popen(
-        [sys.executable, "-m", "pacore_graph.cli", *argv],
-        env=ENV,
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + 120  # hang guard
-        lock = lock_path(out)
-        while not (lock.exists() and lock.read_text().strip() == str(first.pid)):
-            assert first.poll() is None and time.monotonic() < deadline, first.communicate()
-            time.sleep(0.01)
-        with ScriptedServer(by_input).run_in_thread() as other:
-            argv = run_argv(data, alias, "4,2", "--no-progress", base_url=other.base_url)
-            second = subprocess.run(
-                [sys.executable, "-m", "pacore_graph.cli", *argv, "--model", "m"],
-                env=ENV,
-                cwd=tmp_path,
-                capture_output=True,
-                text=True,
-                timeout=120,
-            )
-            assert other.request_count == 0, "the second run called the model"
-            assert second.returncode == 2, second.stderr[-2000:]
-            lines = second.stderr.strip().splitlines()
-            assert len(lines) == 1, second.stderr
-            assert lines[0].startswith(f"pacore: error: --output: {alias} is being written by")
-            assert f"pid {first.pid}" in lines[0] and "another name" in lines[0]
-    finally:
-        first.kill()
-        first.communicate(timeout=30)
+    with (
+        holding(argv, tmp_path, out) as first,
+        ScriptedServer(by_input).run_in_thread() as other,
+    ):
+        argv = run_argv(data, alias, "4,2", "--no-progress", base_url=other.base_url, model="m")
+        error = refused(argv, tmp_path)
+        assert other.request_count == 0, "the second run called the model"
+        assert error.startswith(f"pacore: error: --output: {alias} is being written by")
+        assert f"pid {first.pid}" in error and "another name" in error
     assert out.read_text() == ""  # nothing was written through the alias
 
 

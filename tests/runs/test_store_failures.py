@@ -17,14 +17,21 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from cli_support import run_argv
-from durable_support import by_input, samples_returned, write_dataset
+from durable_support import (
+    CHILD_ENV,
+    assert_one_line_each,
+    by_input,
+    pacore_command,
+    samples_returned,
+    wait_for_samples,
+    write_dataset,
+)
 from pg_support import postgres_server
 
 from pacore_graph.runs.checkpoint import RUN_CHECKPOINT_SUFFIX
@@ -48,27 +55,13 @@ def server() -> Iterator[ScriptedServer]:
 
 
 def command(srv: ScriptedServer, data: Path, out: Path, *extra: str) -> list[str]:
-    argv = run_argv(
-        data,
-        out,
-        ",".join(map(str, ROUNDS)),
-        "--max-concurrency",
-        str(CONCURRENCY),
-        "--no-progress",
-        *extra,
-        base_url=srv.base_url,
-        model="scripted",
-    )
-    return [sys.executable, "-m", "pacore_graph.cli", *argv]
-
-
-ENV = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    return pacore_command(srv, data, out, ROUNDS, CONCURRENCY, *extra)
 
 
 def spawn(argv: list[str], cwd: Path, *, ignore_sigint: bool = False) -> subprocess.Popen[str]:
     return subprocess.Popen(
         argv,
-        env=ENV,
+        env=CHILD_ENV,
         cwd=cwd,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -82,28 +75,19 @@ def spawn(argv: list[str], cwd: Path, *, ignore_sigint: bool = False) -> subproc
 
 def run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        argv, env=ENV, cwd=cwd, capture_output=True, text=True, timeout=HANG_GUARD_S
+        argv, env=CHILD_ENV, cwd=cwd, capture_output=True, text=True, timeout=HANG_GUARD_S
     )
-
-
-def wait_for_samples(srv: ScriptedServer, count: int, proc: subprocess.Popen[str]) -> None:
-    deadline = time.monotonic() + HANG_GUARD_S
-    while samples_returned(srv) < count:
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise AssertionError(f"the run ended early: {proc.communicate()[1][-2000:]!r}")
-        time.sleep(0.01)
 
 
 def error_lines(err: str) -> list[str]:
     return [line for line in err.splitlines() if line.strip()]
 
 
-def assert_complete(out: Path) -> None:
-    """One successful line per problem, as after an uninterrupted run."""
-    lines = [json.loads(line) for line in out.read_text().splitlines()]
-    assert sorted(line["request_id"] for line in lines) == sorted(f"q{i}" for i in range(PROBLEMS))
-    assert all(not line.get("error") for line in lines)
+def rerun_completes(argv: list[str], cwd: Path, out: Path) -> None:
+    """The same command again ends with 0, every problem with its one successful line."""
+    rerun = run(argv, cwd)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert_one_line_each(out, PROBLEMS)
 
 
 def written_lines(out: Path) -> list[dict[str, object]]:
@@ -128,7 +112,7 @@ def test_postgres_gone_for_good_stops_the_run_with_one_line_then_resumes(
     with postgres_server() as pg:
         argv = command(server, data, out, "--checkpoint", pg.url, "--checkpoint-timeout", "3")
         proc = spawn(argv, tmp_path)
-        wait_for_samples(server, 20, proc)
+        wait_for_samples(proc, server, 20, timeout_s=HANG_GUARD_S)
         pg.stop()
         _, err = proc.communicate(timeout=HANG_GUARD_S)  # hang guard: it must end on its own
         lines = error_lines(err)
@@ -140,9 +124,7 @@ def test_postgres_gone_for_good_stops_the_run_with_one_line_then_resumes(
         # No problem is recorded as failed for the store's fault.
         assert all(not line.get("error") for line in written_lines(out))
         pg.start()
-        rerun = run(argv, tmp_path)
-    assert rerun.returncode == 0, rerun.stderr[-3000:]
-    assert_complete(out)
+        rerun_completes(argv, tmp_path, out)
 
 
 def test_postgres_outage_shorter_than_the_timeout_costs_only_the_wait(
@@ -152,7 +134,7 @@ def test_postgres_outage_shorter_than_the_timeout_costs_only_the_wait(
     with postgres_server() as pg:
         argv = command(server, data, out, "--checkpoint", pg.url, "--checkpoint-timeout", "25")
         proc = spawn(argv, tmp_path)
-        wait_for_samples(server, 20, proc)
+        wait_for_samples(proc, server, 20, timeout_s=HANG_GUARD_S)
         pg.stop()
         # Past psycopg's pool reconnection at 15 s (backing off 1, 2, 4, 8 s; next at 31):
         # the run must come back through the guard's fresh attempts, not the pool's backoff.
@@ -161,7 +143,7 @@ def test_postgres_outage_shorter_than_the_timeout_costs_only_the_wait(
         _, err = proc.communicate(timeout=HANG_GUARD_S)
     assert proc.returncode == 0, err[-3000:]
     assert err.strip() == ""  # no psycopg warnings, no traceback
-    assert_complete(out)
+    assert_one_line_each(out, PROBLEMS)
 
 
 def test_postgres_down_at_the_start_names_it_without_its_password(
@@ -274,9 +256,7 @@ def test_full_disk_under_the_results_file_is_one_line_naming_it(
     assert lines == [f"pacore: error: {out}: No space left on device"], done.stderr[-3000:]
     assert 0 < len(written_lines(out)) < PROBLEMS  # it failed mid-run, not before
     filler.unlink()
-    rerun = run(argv, tmp_path)
-    assert rerun.returncode == 0, rerun.stderr[-3000:]
-    assert_complete(out)
+    rerun_completes(argv, tmp_path, out)
 
 
 def test_full_disk_under_the_sqlite_checkpoints_is_one_line_naming_them(
@@ -295,9 +275,7 @@ def test_full_disk_under_the_sqlite_checkpoints_is_one_line_naming_them(
     # Runs cancelled by the stop are not recorded as failed problems.
     assert all(not line.get("error") for line in written_lines(out))
     filler.unlink()
-    rerun = run(argv, tmp_path)
-    assert rerun.returncode == 0, rerun.stderr[-3000:]
-    assert_complete(out)
+    rerun_completes(argv, tmp_path, out)
 
 
 def test_full_disk_before_the_run_is_refused_before_any_call(
@@ -336,7 +314,7 @@ def test_sigterm_stops_like_ctrl_c_and_the_rerun_resumes(
     data, out = write_dataset(tmp_path / "data.jsonl", PROBLEMS), tmp_path / "results.jsonl"
     argv = command(server, data, out)
     proc = spawn(argv, tmp_path, ignore_sigint=ignore_sigint)
-    wait_for_samples(server, 30, proc)
+    wait_for_samples(proc, server, 30, timeout_s=HANG_GUARD_S)
     time.sleep(LATENCY / 2)  # between responses, as test_durable_runs kills
     at_signal = samples_returned(server)
     proc.send_signal(signal.SIGTERM)
@@ -345,9 +323,7 @@ def test_sigterm_stops_like_ctrl_c_and_the_rerun_resumes(
     assert error_lines(err) == ["pacore: terminated (SIGTERM); run the same command to resume"]
     time.sleep(2 * LATENCY)
     in_flight = samples_returned(server) - at_signal
-    rerun = run(argv, tmp_path)
-    assert rerun.returncode == 0, rerun.stderr[-3000:]
-    assert_complete(out)
+    rerun_completes(argv, tmp_path, out)
     # Resumed from the checkpoints: only what was in flight at the signal was asked again.
     assert samples_returned(server) <= NEEDED + in_flight
     assert in_flight <= CONCURRENCY * max(ROUNDS)

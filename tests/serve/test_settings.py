@@ -56,10 +56,24 @@ def test_upstream_credentials_are_refused_without_being_quoted() -> None:
     assert "s3cret" not in str(caught.value)
 
 
-def test_max_tokens_over_the_request_cap_is_refused_as_max_tokens() -> None:
+def test_max_tokens_over_the_request_cap_is_refused_as_the_settings_model_refuses_it() -> None:
+    """Built in Python or by ``pacore serve``, the one check of max_tokens against its cap
+    (:meth:`RequestLimits.check_settings`) says what the flags' and variables' model says."""
+    from pydantic import ValidationError
+
+    from pacore_graph.settings.env_settings import load_settings
+
     limits = RequestLimits(max_tokens_cap=100)
-    with pytest.raises(ValueError, match=r"^--max-tokens: "):
+    with pytest.raises(ValueError) as caught:
         settings(sampling=SamplingParams(max_tokens=101), limits=limits)
+    with pytest.raises(ValidationError) as model:
+        load_settings({"max_tokens": 101, "max_tokens_cap": 100}, env={})
+    text = str(caught.value)
+    assert text == (
+        "--max-tokens (PACORE_MAX_TOKENS): max_tokens 101 is over the cap of 100 per call "
+        "(max_tokens_cap)"
+    )
+    assert [e["ctx"]["error"].args[0] for e in model.value.errors()] == [text]
     assert settings(sampling=SamplingParams(max_tokens=100), limits=limits).limits is limits
 
 

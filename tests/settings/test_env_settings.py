@@ -104,13 +104,13 @@ def test_only_the_listed_options_read_their_variables() -> None:
 def test_serve_reads_the_sampling_variables_but_not_the_others(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from pacore_graph.cli import _resolve_settings
+    from pacore_graph.cli import resolve_settings
 
     monkeypatch.setenv("PACORE_TEMPERATURE", "0.25")
     monkeypatch.setenv("PACORE_MODEL", "not-serves-model")
     monkeypatch.setenv("PACORE_PRESET", "bogus")
     args = build_parser().parse_args(["serve", "--upstream", "http://h:1/v1", "--model", "up"])
-    resolved = _resolve_settings(args)
+    resolved = resolve_settings(args)
     assert resolved.temperature == 0.25 and resolved.model == "up"
     assert resolved.compactor == "conclusion"
     assert args.temperature is None  # the parser's namespace is left as parsed
@@ -119,6 +119,41 @@ def test_serve_reads_the_sampling_variables_but_not_the_others(
 def test_unrelated_pacore_variables_are_ignored() -> None:
     settings = load_settings({}, env={"PACORE_REQUIRE_POSTGRES": "1", "PACORE_EMBEDDED_LOG": "x"})
     assert settings == PaCoReSettings.model_validate({})
+
+
+def test_both_settings_models_read_flags_then_their_own_variables_from_one_base(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One ``settings_customise_sources``, inherited: flags, then the prefixed variables of
+    the given mapping; a ``.env`` file in the working directory is never read."""
+    from pacore_graph.settings.env_settings import PaCoReServeSettings, load_serve_settings
+
+    own = [
+        cls
+        for cls in PaCoReSettings.__mro__
+        if "settings_customise_sources" in vars(cls) and cls.__module__ == PaCoReSettings.__module__
+    ]
+    served = [
+        cls
+        for cls in PaCoReServeSettings.__mro__
+        if "settings_customise_sources" in vars(cls)
+        and cls.__module__ == PaCoReServeSettings.__module__
+    ]
+    assert len(own) == 1 and own == served  # declared once, on the shared base
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".env").write_text("PACORE_MODEL=from-dotenv\nPACORE_SERVE_MAX_QUEUE=5\n")
+    env = {
+        "PACORE_MODEL": "run-model",
+        "PACORE_SERVE_MODEL": "serve-model",
+        "PACORE_MAX_QUEUE": "7",
+    }
+    assert load_settings({}, env=env).model == "run-model"
+    assert load_settings({"model": "flag"}, env=env).model == "flag"
+    assert load_settings({}, env={}).model is None  # not the .env file's
+    server = load_serve_settings({}, env=env)
+    assert (server.model, server.max_queue) == ("serve-model", 1024)  # PACORE_MAX_QUEUE: not its
+    assert load_serve_settings({"max_queue": 3}, env={"PACORE_SERVE_MAX_QUEUE": "9"}).max_queue == 3
+    assert load_serve_settings({}, env={"PACORE_SERVE_MAX_QUEUE": "9"}).max_queue == 9
 
 
 def test_embedded_defaults_apply_only_where_nothing_was_given() -> None:
@@ -314,12 +349,12 @@ def test_the_round_control_rows_are_read_from_their_variables() -> None:
 
 
 def test_a_round_control_flag_wins_over_its_variable(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pacore_graph.cli import _resolve_settings
+    from pacore_graph.cli import resolve_settings
 
     for name, value in _ROUND_CONTROL_ENV.items():
         monkeypatch.setenv(name, value)
     argv = ["run", "Q", "--round-quorum", "3", "--token-budget", "7"]
-    resolved = _resolve_settings(build_parser().parse_args(argv))
+    resolved = resolve_settings(build_parser().parse_args(argv))
     config = resolved.settings.to_config()
     assert config.round_quorum == 3 and config.token_budget == 7  # the flags
     assert config.round_deadline == 30.0 and config.early_stop_consensus == 0.6  # the variables

@@ -6,6 +6,9 @@ every surface without touching this file.
 
 from __future__ import annotations
 
+import ast
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,7 +16,13 @@ from pydantic import ValidationError
 
 from pacore_graph.settings.config import PaCoReConfig
 from pacore_graph.settings.env_settings import PaCoReSettings, format_settings_error, load_settings
-from pacore_graph.settings.fields import SETTINGS, Setting, per_run_names, serve_names
+from pacore_graph.settings.fields import (
+    LIMIT_NAMES,
+    SETTINGS,
+    Setting,
+    per_run_names,
+    serve_names,
+)
 from pacore_graph.settings.options import MODEL_OPTIONS, SHAPE_OPTIONS
 from pacore_graph.settings.validation import describe, setting_name
 
@@ -141,12 +150,12 @@ def test_the_deepconf_window_default_is_deepconfs() -> None:
 
 
 def test_serve_flags_and_serve_settings_are_the_serve_rows() -> None:
-    from pacore_graph.cli.common import _resolve_settings
+    from pacore_graph.cli.common import resolve_settings
     from pacore_graph.cli.parser import build_parser
     from pacore_graph.serve.settings import ServeSettings
     from pacore_graph.settings.fields import SERVE_SETTINGS
 
-    args = _resolve_settings(build_parser("serve").parse_args(["serve"]))
+    args = resolve_settings(build_parser("serve").parse_args(["serve"]))
     for name, row in SERVE_SETTINGS.items():
         assert getattr(args, name) == row.default, name
         assert row.env == f"PACORE_SERVE_{name.upper()}"
@@ -164,17 +173,79 @@ def test_serve_flags_and_serve_settings_are_the_serve_rows() -> None:
 
 
 def test_serve_flags_win_over_their_pacore_serve_variables(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pacore_graph.cli.common import UsageError, _resolve_settings
+    from pacore_graph.cli.common import UsageError, resolve_settings
     from pacore_graph.cli.parser import build_parser
 
     monkeypatch.setenv("PACORE_SERVE_MAX_QUEUE", "7")
     monkeypatch.setenv("PACORE_SERVE_UPSTREAM", "http://a:1/v1,http://b:2/v1")
     monkeypatch.setenv("PACORE_SERVE_PASSTHROUGH", "false")
     monkeypatch.setenv("PACORE_SERVE_API_KEY", "k")
-    args = _resolve_settings(build_parser("serve").parse_args(["serve", "--max-queue", "9"]))
+    args = resolve_settings(build_parser("serve").parse_args(["serve", "--max-queue", "9"]))
     assert args.max_queue == 9  # the flag
     assert args.upstream == ["http://a:1/v1", "http://b:2/v1"] and args.passthrough is False
     assert args.api_key == "k"
     monkeypatch.setenv("PACORE_SERVE_PORT", "eighty")
     with pytest.raises(UsageError, match="PACORE_SERVE_PORT"):
-        _resolve_settings(build_parser("serve").parse_args(["serve"]))
+        resolve_settings(build_parser("serve").parse_args(["serve"]))
+
+
+# --------------------------------------------------------------------------- written once
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+#: Rows whose default code elsewhere is tempted to restate (a keyword's default, a constant).
+RESTATED = ("compactor", "session_header", "max_concurrency", *LIMIT_NAMES)
+#: The one spelling of a default that values/ (below the catalogue) needs too.
+WRITTEN_ONCE_AT = {"pacore_graph/values/compaction.py DEFAULT_COMPACTOR"}
+
+
+def _defaults(tree: ast.Module) -> Iterator[tuple[str, ast.expr]]:
+    """(name, default) for every parameter default, class field and module constant."""
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+            if isinstance(target, ast.Name):
+                yield target.id, node.value
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value:
+            yield node.target.id, node.value
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            args = node.args
+            positional = args.posonlyargs + args.args
+            yield from zip(
+                (a.arg for a in positional[len(positional) - len(args.defaults) :]),
+                args.defaults,
+                strict=True,
+            )
+            yield from (
+                (a.arg, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d
+            )
+        elif isinstance(node, ast.ClassDef):
+            for stmt in node.body:
+                if (
+                    isinstance(stmt, ast.AnnAssign)
+                    and isinstance(stmt.target, ast.Name)
+                    and stmt.value is not None
+                ):
+                    yield stmt.target.id, stmt.value
+
+
+def test_no_default_the_catalogue_holds_is_restated_as_a_literal() -> None:
+    """A keyword, field or constant named after a row (``compactor=``,
+    ``DEFAULT_MAX_CONCURRENCY``) names the row's default, never repeats its value."""
+    from pacore_graph.values.compaction import DEFAULT_COMPACTOR
+
+    assert SETTINGS["compactor"].default is DEFAULT_COMPACTOR  # the row names the constant
+    found = []
+    for folder in ("pacore_graph", "graphs", "tools"):
+        for path in sorted((REPO_ROOT / folder).rglob("*.py")):
+            if path.name == "fields.py" and path.parent.name == "settings":
+                continue  # where the rows are written
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            for name, value in _defaults(tree):
+                row = name.lower().removeprefix("default_")
+                if row not in RESTATED or not isinstance(value, ast.Constant):
+                    continue
+                where = f"{path.relative_to(REPO_ROOT)} {name}"
+                if value.value == SETTINGS[row].default and where not in WRITTEN_ONCE_AT:
+                    found.append(f"{where} (line {value.lineno})")
+    assert found == [], "restated defaults: " + ", ".join(found)

@@ -40,6 +40,20 @@ def test_the_defaults_pass_the_presets_and_refuse_runaway_requests() -> None:
     assert caught.value.field == "max_tokens"
 
 
+def test_check_settings_labels_the_refusal_by_flag_and_variable() -> None:
+    """What the settings model and ServeSettings raise: the check's own text, labelled."""
+    limits = RequestLimits(max_rounds=2, max_tokens_cap=50)
+    limits.check_settings(rounds=[4, 2], max_tokens=50)
+    with pytest.raises(ValueError) as caught:
+        limits.check_settings(rounds=[1, 1, 1])
+    assert not isinstance(caught.value, RequestLimitError)  # pydantic reports a ValueError
+    assert str(caught.value) == (
+        "--rounds (PACORE_ROUNDS): 3 rounds asked; at most 2 per request (max_rounds)"
+    )
+    with pytest.raises(ValueError, match=r"^--max-tokens \(PACORE_MAX_TOKENS\): max_tokens 51 "):
+        limits.check_settings(max_tokens=51)
+
+
 @pytest.mark.parametrize(
     ("spec", "calls"),
     [

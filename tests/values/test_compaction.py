@@ -71,3 +71,11 @@ def test_names_resolve_and_unknown_names_fail_clearly() -> None:
         compactor_from_name("budget:lots")
     for c in (ConclusionCompactor(), AnswerCompactor(), TokenBudgetCompactor(max_tokens=2)):
         assert isinstance(c, Compactor)
+
+
+def test_the_default_compactor_is_the_papers() -> None:
+    """``DEFAULT_COMPACTOR`` (every ``compactor=`` default) names the conclusion compactor."""
+    from pacore_graph.values.compaction import DEFAULT_COMPACTOR
+
+    assert isinstance(compactor_from_name(DEFAULT_COMPACTOR), ConclusionCompactor)
+    assert ConclusionCompactor().name == DEFAULT_COMPACTOR

@@ -30,7 +30,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date
-from typing import Any, cast
+from typing import Any
 
 from pacore_graph.eval.benchmarks.base import (
     Benchmark,
@@ -45,7 +45,6 @@ from pacore_graph.eval.code_tests import (
     MAX_TESTS,
     CodeTest,
     CodeTests,
-    TestType,
     too_many_tests,
 )
 from pacore_graph.eval.safe_pickle import UnsafePickleError, decode_compressed_pickle
@@ -130,24 +129,9 @@ def _test_list(value: Any, column: str, *, compressed: bool) -> list[Any]:
 def _tests(items: list[Any], column: str, *, public: bool) -> list[CodeTest]:
     if len(items) > MAX_TESTS:
         raise ValueError(f"column {column!r}: {too_many_tests(len(items))}")
-    tests = []
-    for i, item in enumerate(items):
-        if not isinstance(item, Mapping):
-            raise ValueError(f"{column}[{i}] is a {type(item).__name__}, not a test object")
-        try:
-            tests.append(
-                CodeTest(
-                    input=item["input"],
-                    output=item["output"],
-                    testtype=cast(TestType, item["testtype"]),
-                    public=public,
-                )
-            )
-        except KeyError as exc:
-            raise ValueError(f"{column}[{i}] has no {exc.args[0]!r}") from None
-        except ValueError as exc:
-            raise ValueError(f"{column}[{i}]: {exc}") from None
-    return tests
+    return [
+        CodeTest.from_json(item, f"{column}[{i}]", public=public) for i, item in enumerate(items)
+    ]
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sandbox_support import started_sandbox
+from sandbox_support import SMALL, started_sandbox
 
 import pacore_graph.tools.sandbox as sandbox_package
 from pacore_graph.tools.sandbox import (
@@ -42,7 +42,6 @@ from pacore_graph.tools.sandbox import (
     Language,
     LocalSandbox,
     SandboxExecutionError,
-    SandboxLimits,
     SandboxUnavailableError,
 )
 
@@ -53,15 +52,6 @@ AS_ROOT = os.geteuid() == 0
 #: from this file's depth, which moved when the tests came to mirror the code).
 SANDBOX_DIR = Path(sandbox_package.__file__).resolve().parent
 REPO = SANDBOX_DIR.parents[1]
-
-SMALL = SandboxLimits(
-    wall_time_s=3.0,
-    cpu_time_s=2,
-    memory_bytes=256 * MIB,
-    max_processes=16,
-    max_file_bytes=1 * MIB,
-    max_output_bytes=256 * 1024,
-)
 
 
 @pytest.fixture(scope="module")

@@ -4,22 +4,13 @@ from __future__ import annotations
 
 import asyncio
 
+from sandbox_support import SMALL
+
 from pacore_graph.tools.sandbox import (
-    MIB,
     BaseCodeExecutor,
     CodeExecutor,
     ExecRequest,
     ExecResult,
-    SandboxLimits,
-)
-
-SMALL = SandboxLimits(
-    wall_time_s=3.0,
-    cpu_time_s=2,
-    memory_bytes=256 * MIB,
-    max_processes=16,
-    max_file_bytes=1 * MIB,
-    max_output_bytes=256 * 1024,
 )
 
 

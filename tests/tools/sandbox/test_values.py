@@ -5,18 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from sandbox_support import SMALL
 
-from pacore_graph.tools.sandbox import MIB, ExecRequest, ExecResult, Isolation, SandboxLimits
+from pacore_graph.tools.sandbox import ExecRequest, ExecResult, Isolation
 from pacore_graph.tools.sandbox.values import LANGUAGES
-
-SMALL = SandboxLimits(
-    wall_time_s=3.0,
-    cpu_time_s=2,
-    memory_bytes=256 * MIB,
-    max_processes=16,
-    max_file_bytes=1 * MIB,
-    max_output_bytes=256 * 1024,
-)
 
 
 def test_request_is_validated() -> None:
