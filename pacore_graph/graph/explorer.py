@@ -31,7 +31,7 @@ siblings. What else may explore (any graph with a ``messages`` state) is
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from functools import partial
 from typing import Any, Protocol, runtime_checkable
@@ -205,7 +205,7 @@ def failed_trajectory(
 #: How the node runs one explorer's call: in its span, through the round's gate, its
 #: failure recorded (None: round control dropped it).
 OneExplorer = Callable[
-    [ExploreTask, Callable[[], Awaitable[Trajectory]]], Awaitable[Trajectory | None]
+    [ExploreTask, Callable[[], Awaitable[Trajectory]]], Coroutine[Any, Any, Trajectory | None]
 ]
 
 
@@ -264,7 +264,7 @@ class ChatExplorer:
         slot = {t.index: i for i, t in enumerate(shared)} if request is not None else {}
         try:
             async with asyncio.TaskGroup() as tg:  # an error in one cancels its siblings
-                runs = []
+                runs: list[asyncio.Task[Trajectory | None]] = []
                 for t in tasks:
                     i = slot.get(t.index)
                     call = (
@@ -281,7 +281,7 @@ class ChatExplorer:
                     await request.send()
         except BaseExceptionGroup as errors:  # raised as a lone explorer would raise it
             raise errors.exceptions[0] from None
-        return [t for run in runs if (t := run.result()) is not None]
+        return [done for run in runs if (done := run.result()) is not None]
 
     async def _shared_sample(self, task: ExploreTask, request: SharedRequest, i: int) -> Trajectory:
         """Explorer ``task``'s sample of the round's request (its error raised, for the node)."""
