@@ -73,6 +73,7 @@ from pacore_graph.graph.builder import build_pacore_graph
 from pacore_graph.graph.explorer import ExploreTask
 from pacore_graph.graph.tool_explorer import ToolSession, build_tool_explorer
 from pacore_graph.llm.client_chat_model import ClientChatModel
+from pacore_graph.llm.complete_only import chat_client
 from pacore_graph.llm.protocols import ChatClient
 from pacore_graph.otel.spans import TraceOptions, model_step_span
 from pacore_graph.settings.config import PaCoReConfig, SamplingParams
@@ -369,10 +370,14 @@ def build_aggregator_agent(
     sampling = sampling or SamplingParams()
     if isinstance(model, BaseChatModel):
         chat_model = model
-    elif isinstance(model, ChatClient):
-        chat_model = ClientChatModel(client=model, params=sampling, limiter=limiter)
     else:
-        raise TypeError(f"model must be a ChatClient or a LangChain chat model; got {model!r}")
+        try:
+            client = chat_client(model)
+        except TypeError:
+            raise TypeError(
+                f"model must be a ChatClient or a LangChain chat model; got {model!r}"
+            ) from None
+        chat_model = ClientChatModel(client=client, params=sampling, limiter=limiter)
     agent = _Agent(
         chat_model,
         sampling=sampling,

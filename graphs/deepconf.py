@@ -81,6 +81,7 @@ from pacore_graph.graph.explorer import ChatExplorer, ExploreTask, failed_trajec
 from pacore_graph.graph.plans import ExplorerPrompt, RoundInput, RoundPrompts
 from pacore_graph.llm.batching import SampleBatcher
 from pacore_graph.llm.choice_stream import STOPPED
+from pacore_graph.llm.complete_only import chat_client
 from pacore_graph.llm.protocols import ChatClient, SampleStreamingClient
 from pacore_graph.otel.spans import TraceOptions, record_chat_request, record_chat_response
 from pacore_graph.settings.config import MAX_ROUND_WIDTH, PaCoReConfig, SamplingParams
@@ -462,8 +463,7 @@ def build_deepconf_online_graph(
     0.9 and 2,048 tokens.
     """
     _check_n("deepconf-online:N", n, 2)
-    if not isinstance(client, ChatClient):
-        raise TypeError(f"client must implement ChatClient.complete(...); got {client!r}")
+    client = chat_client(client)  # TypeError naming what a client needs
     base = config or PaCoReConfig()
     keep = _kept(keep, base, DEFAULT_KEEP)
     window = base.deepconf_window if window is None else window

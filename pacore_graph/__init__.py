@@ -86,6 +86,7 @@ if TYPE_CHECKING:
         make_chat_model,
     )
     from pacore_graph.llm.multi_client import MultiEndpointClient
+    from pacore_graph.llm.sampling import PerSampleClient
     from pacore_graph.settings.config import PRESETS, ModelRetryPolicy, PaCoReConfig, SamplingParams
     from pacore_graph.settings.grammar import parse_method
     from pacore_graph.settings.per_run import SettingsError
@@ -140,6 +141,7 @@ __all__ = [
     "PaCoReConfig",
     "PaCoReError",
     "PaCoReResult",
+    "PerSampleClient",
     "RSAPlan",
     "ResponseTooLargeError",
     "Round",
@@ -237,6 +239,7 @@ _LOCATIONS: dict[str, str] = {
     "aclose_chat_model": "llm.langchain_client",
     "make_chat_model": "llm.langchain_client",
     "MultiEndpointClient": "llm.multi_client",
+    "PerSampleClient": "llm.sampling",
     # Results, and checkpoints that hold them
     "Completion": "values.records",
     "PaCoReResult": "values.records",

@@ -116,9 +116,7 @@ async def _eval_with(
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         finally:
-            aclose = getattr(client, "aclose", None)
-            if aclose is not None:
-                await aclose()
+            await client.aclose()
     print(outcome.report_md.read_text(encoding="utf-8"))
     print(f"wrote {outcome.report_json}, {outcome.report_md}, {outcome.plot}")
     return EXIT_SKIPPED_INPUT if input_errors else EXIT_OK

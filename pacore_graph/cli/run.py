@@ -221,9 +221,7 @@ async def _run_with(
                 return EXIT_FAILED
             return EXIT_SKIPPED_INPUT if input_errors else EXIT_OK
         finally:
-            aclose = getattr(client, "aclose", None)
-            if aclose is not None:
-                await aclose()
+            await client.aclose()
 
 
 def _template(path: Path | None) -> str:

@@ -109,9 +109,7 @@ async def run_suite(args: EvalArgs, category_graders: dict[str, Any]) -> int:
             except (ValueError, DatasetError) as exc:
                 raise UsageError(str(exc)) from None
             finally:
-                aclose = getattr(client, "aclose", None)
-                if aclose is not None:
-                    await aclose()
+                await client.aclose()
     print(path.read_text(encoding="utf-8"))
     print(f"wrote {path}", file=sys.stderr)
     return EXIT_OK

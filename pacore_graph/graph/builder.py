@@ -52,7 +52,8 @@ from pacore_graph.graph.nodes import AGGREGATE_NODE, PaCoReNodes
 from pacore_graph.graph.plans import RoundPlan
 from pacore_graph.graph.state import PaCoReInput, PaCoReOutput, PaCoReState
 from pacore_graph.llm.batching import SampleBatcher, streams_samples
-from pacore_graph.llm.client import ChatClient
+from pacore_graph.llm.complete_only import chat_client
+from pacore_graph.llm.protocols import ChatClient
 from pacore_graph.otel.spans import RunTracer, TraceOptions
 from pacore_graph.settings.config import PaCoReConfig
 from pacore_graph.settings.per_run import run_context_schema
@@ -276,8 +277,7 @@ def build_pacore_graph(
     if explorer is None:
         if client is None:
             raise ValueError("build_pacore_graph needs a client (or an explorer that brings one)")
-        if not isinstance(client, ChatClient):
-            raise TypeError(f"client must implement ChatClient.complete(...); got {client!r}")
+        client = chat_client(client)  # TypeError naming what a client needs
         explorer = chat_explorer(client, limiter, cfg)
     part = explorer_part(explorer)
     vote: Aggregator | None = None

@@ -16,10 +16,12 @@ siblings. What else may explore (any graph with a ``messages`` state) is
   ``benchmarks/``), and a PaCoRe run sends thousands.
 - :class:`ExploreGroup` is the ``Send`` payload when the plain explorer's
   calls are ``n``-batched: the K explorers of a round go to the ``explore``
-  node together, which runs them as K asyncio tasks. Their samples come
-  back in one ``n=K`` response anyway, so K LangGraph tasks would buy
-  nothing (no earlier results, no finer-grained pending writes) and cost
-  about 0.3 ms of scheduling and 15 KB of task state each.
+  node together, and :meth:`ChatExplorer.explore_round` sends their one
+  ``n=K`` request from the node's own task (each explorer keeps its own
+  asyncio task for its span, its round gate and its record). Their samples
+  come back in one response anyway, so K LangGraph tasks would buy nothing
+  (no earlier results, no finer-grained pending writes) and cost about
+  0.3 ms of scheduling and 15 KB of task state each.
 - :class:`GraphExplorer` plugs in any compiled LangGraph graph (for example a
   model <-> tool loop) whose input has a ``task`` key and whose output has a
   ``trajectory`` key; it runs as a real subgraph, with its own steps visible
@@ -28,8 +30,10 @@ siblings. What else may explore (any graph with a ``messages`` state) is
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+import asyncio
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
+from functools import partial
 from typing import Any, Protocol, runtime_checkable
 
 from langchain_core.runnables import RunnableConfig
@@ -43,6 +47,7 @@ from pacore_graph.graph.streaming import (
     wants_tokens,
 )
 from pacore_graph.llm.batching import SampleBatcher
+from pacore_graph.llm.shared_request import SharedRequest
 from pacore_graph.otel.spans import record_call_error, record_chat_request, record_chat_response
 from pacore_graph.settings.config import SamplingParams
 from pacore_graph.values.records import Trajectory
@@ -53,6 +58,7 @@ __all__ = [
     "ExploreTask",
     "Explorer",
     "GraphExplorer",
+    "OneExplorer",
     "failed_trajectory",
 ]
 
@@ -175,8 +181,18 @@ class Explorer(Protocol):
 def failed_trajectory(
     task: ExploreTask, error: BaseException | str, latency_s: float = 0.0
 ) -> Trajectory:
-    """The record of an explorer whose call failed: error kept, no message."""
-    text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+    """The record of an explorer whose call failed: error kept, no message.
+
+    A model call's error is its own text (it names the status or the kind);
+    any other exception is prefixed with its class, which is what says what
+    went wrong (``KeyError: 'x'``).
+    """
+    if isinstance(error, str):
+        text = error
+    elif isinstance(error, ModelCallError):
+        text = str(error)
+    else:
+        text = f"{type(error).__name__}: {error}"
     return Trajectory(
         round=task.round,
         index=task.index,
@@ -186,9 +202,22 @@ def failed_trajectory(
     )
 
 
+#: How the node runs one explorer's call: in its span, through the round's gate, its
+#: failure recorded (None: round control dropped it).
+OneExplorer = Callable[
+    [ExploreTask, Callable[[], Awaitable[Trajectory]]], Coroutine[Any, Any, Trajectory | None]
+]
+
+
 @dataclass(frozen=True, slots=True)
 class ChatExplorer:
-    """The plain explorer: one sample of the round's prompt."""
+    """The plain explorer: one sample of the round's prompt.
+
+    In a PaCoRe graph a round's explorers run through :meth:`explore_round`
+    (one ``n=K`` request, sent by the node); :meth:`explore` is one task on
+    its own, which the batcher joins with its siblings when they arrive
+    apart.
+    """
 
     batcher: SampleBatcher
 
@@ -209,7 +238,58 @@ class ChatExplorer:
         except ModelCallError as exc:
             record_call_error(exc)  # the span's error.type: status or kind, not the text
             return failed_trajectory(task, str(exc))
-        if c.seed is not None and c.seed != seed:
+        return self._trajectory(task, c)
+
+    async def explore_round(
+        self, tasks: Sequence[ExploreTask], config: RunnableConfig, each: OneExplorer
+    ) -> list[Trajectory]:
+        """A round's explorers: the ones sharing its prompt get one request, sent from here.
+
+        ``each`` is the node's wrapper of one explorer's call (span, gate,
+        failure record); each explorer awaits its own sample in a task of
+        its own while this task sends the request, so the POST is a plain
+        call down from the explore node. An explorer with a prompt of its
+        own (``width`` 1) is one call, as :meth:`explore` makes it.
+        """
+        shared = [t for t in tasks if t.width > 1 and t.messages is tasks[0].messages]
+        request: SharedRequest | None = None
+        if len(shared) > 1:
+            first = shared[0]
+            request = self.batcher.shared(
+                first.messages,
+                [t.seed for t in shared],
+                params=first.params,
+                label=_round_label(first, shared),
+            )
+        slot = {t.index: i for i, t in enumerate(shared)} if request is not None else {}
+        try:
+            async with asyncio.TaskGroup() as tg:  # an error in one cancels its siblings
+                runs: list[asyncio.Task[Trajectory | None]] = []
+                for t in tasks:
+                    i = slot.get(t.index)
+                    call = (
+                        partial(self.explore, t, config)
+                        if request is None or i is None
+                        else partial(self._shared_sample, t, request, i)
+                    )
+                    run = tg.create_task(each(t, call))
+                    if request is not None and i is not None:
+                        # Dropped or failed before it asked: its sample is given up too.
+                        run.add_done_callback(partial(_give_up, request.futures[i]))
+                    runs.append(run)
+                if request is not None:
+                    await request.send()
+        except BaseExceptionGroup as errors:  # raised as a lone explorer would raise it
+            raise errors.exceptions[0] from None
+        return [done for run in runs if (done := run.result()) is not None]
+
+    async def _shared_sample(self, task: ExploreTask, request: SharedRequest, i: int) -> Trajectory:
+        """Explorer ``task``'s sample of the round's request (its error raised, for the node)."""
+        record_chat_request(self.batcher.client, seed=task.seed)  # on this explorer's span
+        return self._trajectory(task, await request.result(i))
+
+    def _trajectory(self, task: ExploreTask, c: Any) -> Trajectory:
+        if c.seed is not None and c.seed != task.seed:
             # Batched: the span says the seed the shared n-sample request carried.
             record_chat_request(self.batcher.client, seed=c.seed)
         record_chat_response(c.model)
@@ -255,6 +335,24 @@ class ChatExplorer:
             raise
         await tokens.end(completion, None)
         return completion
+
+
+def _give_up(future: asyncio.Future[Any], _: object) -> None:
+    future.cancel()  # a no-op once the sample arrived
+
+
+def _round_label(first: ExploreTask, shared: Sequence[ExploreTask]) -> str:
+    """Who sends a round's request, for its errors' notes (see SharedRequest)."""
+    indices = sorted(t.index for t in shared)
+    span = (
+        f"{indices[0]}-{indices[-1]}"
+        if indices == list(range(indices[0], indices[-1] + 1))
+        else ",".join(map(str, indices))
+    )
+    return (
+        f"the explore node's n={len(shared)} request for round {first.round} of run "
+        f"{first.run_id} (ChatExplorer.explore_round, explorers {span})"
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,10 +4,14 @@
 so the nodes run every kind the same way (spans, round gates, limits,
 failures, the journal):
 
-- nothing (the builder's chat explorer) or an explorer with a
-  :class:`~pacore_graph.llm.batching.SampleBatcher` (``batcher``): its calls
-  are ``n``-batched and hold the limiter themselves, so a round goes to
-  LangGraph as one ``Send`` (:class:`~pacore_graph.graph.explorer.ExploreGroup`);
+- nothing (the builder's chat explorer,
+  :class:`~pacore_graph.graph.explorer.ChatExplorer`): a round goes to
+  LangGraph as one ``Send`` (:class:`~pacore_graph.graph.explorer.ExploreGroup`)
+  and its explorers share one ``n=K`` request, sent by the node
+  (:meth:`~pacore_graph.graph.explorer.ChatExplorer.explore_round`);
+- an explorer with a :class:`~pacore_graph.llm.batching.SampleBatcher`
+  (``batcher``): its calls are ``n``-batched by the batcher and hold the
+  limiter themselves, so its round is one ``Send`` too;
 - an object with ``async explore(task, config) -> Trajectory``
   (:class:`~pacore_graph.graph.explorer.Explorer`);
 - a :class:`~pacore_graph.graph.explorer.GraphExplorer` (``{"task"}`` in,
@@ -23,13 +27,19 @@ subgraph.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.runnables import Runnable, RunnableConfig
 
-from pacore_graph.graph.explorer import Explorer, ExploreTask, GraphExplorer
+from pacore_graph.graph.explorer import (
+    ChatExplorer,
+    Explorer,
+    ExploreTask,
+    GraphExplorer,
+    OneExplorer,
+)
 from pacore_graph.graph.messages_explorer import MessagesAggregator, MessagesExplorer
 from pacore_graph.llm.batching import SampleBatcher
 from pacore_graph.values.records import Trajectory
@@ -37,6 +47,9 @@ from pacore_graph.values.records import Trajectory
 __all__ = ["ExplorerPart", "aggregator_part", "explorer_part"]
 
 RunGraph = Callable[[Any, ExploreTask, RunnableConfig], Awaitable[Trajectory]]
+RunRound = Callable[
+    [Sequence[ExploreTask], RunnableConfig, OneExplorer], Awaitable[list[Trajectory]]
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -48,12 +61,16 @@ class ExplorerPart:
     passes it (and so runs as its subgraph), or None. ``name`` names the
     explorer's span (``invoke_agent {name}``; None: a ``chat`` span). A
     ``grouped`` explorer's round is one ``Send`` and it holds the limiter
-    itself; ``messages`` explorers get the round's sampling in their config.
+    itself; ``run_round(tasks, config, each)``, when set, runs such a
+    round's explorers together (the chat explorer's one ``n=K`` request),
+    ``each`` being the node's wrapper of one explorer's call. ``messages``
+    explorers get the round's sampling in their config.
     """
 
     run: RunGraph
     name: str | None
     grouped: bool = False
+    run_round: RunRound | None = None
     holds_limits: bool = False
     graph: Any = None
     release: Callable[[ExploreTask], Awaitable[None]] | None = None
@@ -95,6 +112,20 @@ def explorer_part(explorer: Any) -> ExplorerPart:
     """How to run ``explorer`` (see the module docstring); TypeError for what none of them is."""
     if isinstance(explorer, ExplorerPart):
         return explorer
+    if isinstance(explorer, ChatExplorer):
+        chat = explorer
+
+        async def run_chat(_: Any, task: ExploreTask, config: RunnableConfig) -> Trajectory:
+            return await chat.explore(task, config)
+
+        grouped = chat.batcher.enabled
+        return ExplorerPart(
+            run=run_chat,
+            name=None,
+            grouped=grouped,
+            holds_limits=True,
+            run_round=chat.explore_round if grouped else None,
+        )
     batcher = getattr(explorer, "batcher", None)
     if isinstance(explorer, Explorer) and isinstance(batcher, SampleBatcher):
         explore = explorer.explore

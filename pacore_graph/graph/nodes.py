@@ -390,6 +390,9 @@ class PaCoReNodes:
             call = partial(self._run_part, part, graph, only, config)
             one = await self._explore_one(only, call, name)
             return [] if one is None else [one]
+        if part.run_round is not None:  # one request for the round, sent from this task
+            with session_scope(tasks[0].run_id):  # the run's session header on it
+                return await part.run_round(tasks, config, partial(self._explore_one, name=name))
         try:
             async with asyncio.TaskGroup() as tg:  # an error in one cancels its siblings
                 runs = [

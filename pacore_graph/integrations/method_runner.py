@@ -191,6 +191,4 @@ class MethodRunner:
         return result
 
     async def aclose(self) -> None:
-        aclose = getattr(self.client, "aclose", None)
-        if aclose is not None:
-            await aclose()
+        await self.client.aclose()

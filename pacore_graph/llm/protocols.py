@@ -21,13 +21,20 @@ __all__ = ["ChatClient", "DeltaCallback", "SampleStreamingClient"]
 class ChatClient(Protocol):
     """What an explorer needs from a model: ``n`` samples of one conversation.
 
-    Raises :class:`~pacore_graph.errors.ModelCallError` when the call fails for
-    good; returns exactly ``n`` completions otherwise.
+    ``complete_each`` returns one :class:`~pacore_graph.values.records.Completion`
+    or :class:`~pacore_graph.errors.ModelCallError` per sample and never
+    raises for a failed sample: a round's ``n=K`` request goes through it,
+    so a failed sample fails only its own explorer. ``complete`` is the
+    all-or-nothing view (exactly ``n`` completions, or the first failed
+    sample's error raised). A client holds connections, so it is an async
+    context manager: ``async with client:`` (or ``await client.aclose()``)
+    releases them.
 
-    A client may also offer ``complete_each`` (same arguments, one
-    ``Completion`` or ``ModelCallError`` per sample, never raising for a
-    failed sample): the batcher then fails only the explorers whose samples
-    failed, not all K of the request. Both shipped clients do.
+    Deriving from :class:`~pacore_graph.llm.sampling.PerSampleClient`
+    (``pacore_graph.PerSampleClient``) means writing only ``complete_each``.
+    A client with only ``model`` and ``complete`` (this protocol's first
+    form) is adapted where it is given
+    (:func:`~pacore_graph.llm.complete_only.chat_client`).
     """
 
     model: str
@@ -40,6 +47,21 @@ class ChatClient(Protocol):
         params: SamplingParams,
         seed: int | None = None,
     ) -> list[Completion]: ...
+
+    async def complete_each(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        n: int = 1,
+        params: SamplingParams,
+        seed: int | None = None,
+    ) -> list[SampleOutcome]: ...
+
+    async def aclose(self) -> None: ...
+
+    async def __aenter__(self) -> Any: ...
+
+    async def __aexit__(self, *exc_info: object) -> None: ...
 
 
 @runtime_checkable

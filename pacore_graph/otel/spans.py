@@ -562,20 +562,7 @@ class RunTracer:
         if state.round_span is None or state.round_index != round_index:
             if state.round_span is not None:
                 state.round_span.end()
-            state.round_span = self._tracer.start_span(
-                f"pacore.round {round_index}",
-                context=trace.set_span_in_context(state.span),
-                attributes={
-                    oi.SPAN_KIND: oi.CHAIN,
-                    semconv.GEN_AI_OPERATION_NAME: semconv.INVOKE_WORKFLOW,
-                    semconv.GEN_AI_WORKFLOW_NAME: ROUND_WORKFLOW,
-                    semconv.GEN_AI_CONVERSATION_ID: run_id,
-                    "pacore.round.index": round_index,
-                    "pacore.resumed": True,
-                },
-            )
-            state.round_index = round_index
-            state.previous, state.current = state.current, {}
+            self._open_round(state, run_id, round_index, {"pacore.resumed": True})
 
     def pause_run(self, run_id: str | None) -> None:
         """End the run's open spans as paused, not failed (LangGraph's ``interrupt()``).
@@ -612,6 +599,23 @@ class RunTracer:
         state = self._state(run_id)
         if state is None or self._tracer is None:
             return
+        self._open_round(
+            state,
+            run_id,
+            index,
+            {
+                "pacore.round.k": width,
+                "pacore.round.input_messages": len(references),
+                "pacore.round.input_chars": sum(len(r) for r in references),
+            },
+        )
+
+    def _open_round(
+        self, state: _RunState, run_id: str, index: int, extra: Mapping[str, Any]
+    ) -> None:
+        """Round ``index``'s span under the run's, with ``extra`` attributes; the last round's
+        explorer spans become the ones this round's references link to."""
+        assert self._tracer is not None
         state.round_span = self._tracer.start_span(
             f"pacore.round {index}",
             context=trace.set_span_in_context(state.span),
@@ -624,9 +628,7 @@ class RunTracer:
                 semconv.GEN_AI_WORKFLOW_NAME: ROUND_WORKFLOW,
                 semconv.GEN_AI_CONVERSATION_ID: run_id,
                 "pacore.round.index": index,
-                "pacore.round.k": width,
-                "pacore.round.input_messages": len(references),
-                "pacore.round.input_chars": sum(len(r) for r in references),
+                **extra,
             },
         )
         state.round_index = index

@@ -63,8 +63,9 @@ from starlette.types import Receive, Scope, Send
 from pacore_graph.control.limits import SequenceLimiter
 from pacore_graph.errors import ModelCallError, RoundFailedError
 from pacore_graph.graph.builder import build_pacore_graph
-from pacore_graph.llm.client import ChatClient
+from pacore_graph.llm.complete_only import chat_client
 from pacore_graph.llm.multi_client import chat_client_for
+from pacore_graph.llm.protocols import ChatClient
 from pacore_graph.serve.errors import APIError, error_body_for, error_response
 from pacore_graph.serve.guard import BodyGuard, decode_json
 from pacore_graph.serve.messages_api import (
@@ -111,11 +112,15 @@ class ServeState:
     def __init__(self, settings: ServeSettings, client: ChatClient | None = None) -> None:
         self.settings = settings
         self.owns_client = client is None
-        self.client: ChatClient = client or chat_client_for(
-            settings.upstreams,
-            settings.model,
-            api_key=settings.upstream_api_key,
-            retry=settings.retry,
+        self.client: ChatClient = (
+            chat_client(client)
+            if client is not None
+            else chat_client_for(
+                settings.upstreams,
+                settings.model,
+                api_key=settings.upstream_api_key,
+                retry=settings.retry,
+            )
         )
         self.limiter = SequenceLimiter(settings.max_samples_in_flight)
         #: The server's own configuration: what a request's settings apply to.
@@ -323,9 +328,8 @@ def create_app(settings: ServeSettings, *, client: ChatClient | None = None) -> 
             yield
         finally:
             state.draining = True
-            aclose = getattr(state.client, "aclose", None)
-            if state.owns_client and aclose is not None:
-                await aclose()
+            if state.owns_client:
+                await state.client.aclose()
             if state.passthrough is not None:
                 await state.passthrough.aclose()
             provider = settings.tracing.tracer_provider if settings.tracing else None

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pacore_graph.errors import UpstreamStatusError
+from pacore_graph.llm.sampling import PerSampleClient, SampleOutcome
 from pacore_graph.settings.config import SamplingParams
 from pacore_graph.values.records import Completion
 
@@ -63,8 +64,12 @@ def _default_reply(call: FakeCall) -> FakeReply:
 
 
 @dataclass
-class FakeChatClient:
-    """Replies come from ``reply(call)``; a reply with ``error`` raises ModelCallError."""
+class FakeChatClient(PerSampleClient):
+    """Replies come from ``reply(call)``; a reply with ``error`` fails that sample only.
+
+    ``complete`` (from :class:`~pacore_graph.llm.sampling.PerSampleClient`)
+    then raises that sample's ModelCallError, as a real client does.
+    """
 
     reply: Callable[[FakeCall], FakeReply | str] = _default_reply
     model: str = "fake"
@@ -72,20 +77,20 @@ class FakeChatClient:
     calls: list[FakeCall] = field(default_factory=list)
     requests: int = 0
 
-    async def complete(
+    async def complete_each(
         self,
         messages: Sequence[Mapping[str, Any]],
         *,
         n: int = 1,
         params: SamplingParams,
         seed: int | None = None,
-    ) -> list[Completion]:
+    ) -> list[SampleOutcome]:
         self.requests += 1
         if self.latency_s:
             await asyncio.sleep(self.latency_s)
         frozen = tuple(dict(m) for m in messages)
         prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in frozen)
-        out = []
+        out: list[SampleOutcome] = []
         for i in range(n):
             call = FakeCall(messages=frozen, sample_index=i, n=n, seed=seed, params=params)
             self.calls.append(call)
@@ -93,7 +98,10 @@ class FakeChatClient:
             if isinstance(reply, str):
                 reply = FakeReply(content=reply)
             if reply.error is not None:
-                raise UpstreamStatusError(reply.error, status=_status(reply.error), retryable=True)
+                out.append(
+                    UpstreamStatusError(reply.error, status=_status(reply.error), retryable=True)
+                )
+                continue
             tokens = reply.completion_tokens
             if tokens is None:
                 tokens = len(reply.content.split()) + len((reply.reasoning or "").split())

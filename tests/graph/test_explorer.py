@@ -8,12 +8,18 @@ test_tool_explorer.py.
 
 from __future__ import annotations
 
+import asyncio
+import traceback
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any, TypedDict
 
 import pytest
 from langgraph.graph import END, START, StateGraph
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from pacore_graph import RoundFailedError, build_pacore_graph
 from pacore_graph.control.limits import SequenceLimiter
 from pacore_graph.graph.explorer import (
     ChatExplorer,
@@ -25,6 +31,7 @@ from pacore_graph.graph.explorer import (
 )
 from pacore_graph.llm.batching import SampleBatcher
 from pacore_graph.llm.client import OpenAICompatClient
+from pacore_graph.otel.spans import TraceOptions
 from pacore_graph.settings.config import ModelRetryPolicy, SamplingParams
 from pacore_graph.testing import ScriptedRequest, ScriptedServer
 from pacore_graph.values.records import Trajectory
@@ -160,3 +167,73 @@ async def test_graph_explorer_without_a_trajectory_is_a_programming_error(
         await explorer.explore(task("Q"), {})
     with pytest.raises(TypeError, match="compiled LangGraph graph"):
         GraphExplorer(object())
+
+
+# ------------------------------------------------- a round's one request, straight
+
+
+class StackAtPost(OpenAICompatClient):
+    """The direct client, noting the call stack and task of every POST it makes."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.posts: list[tuple[int, list[str], asyncio.Task[Any] | None]] = []
+
+    async def _post(self, body: Any, timeout: float) -> Any:
+        stack = [f"{Path(f.filename).name}:{f.name}" for f in traceback.extract_stack()]
+        self.posts.append((int(body.get("n", 1)), stack, asyncio.current_task()))
+        return await super()._post(body, timeout)
+
+
+async def test_a_rounds_samples_are_one_request_sent_from_the_explore_node() -> None:
+    """Issue 33: no split into K calls and regroup by a timer; the POST is a plain call down
+    from the explore node, so its stack names the node and the explorer."""
+    async with (
+        ScriptedServer(answer) as srv,
+        StackAtPost(srv.base_url, "scripted", retry=ONE_TRY) as client,
+    ):
+        graph = build_pacore_graph(client=client, config={"rounds": [4, 3]}, tracing=False)
+        out = await graph.ainvoke({"messages": [{"role": "user", "content": "2+2?"}]})
+    assert out["answer"]
+    assert [n for n, _, _ in client.posts] == [4, 3, 1]
+    _, stack, _ = client.posts[0]
+    down = stack[stack.index("nodes.py:explore") :]  # the node's frame is in the POST's stack
+    assert down[:4] == [
+        "nodes.py:explore",
+        "nodes.py:_through_journal",
+        "nodes.py:_explore_tasks",
+        "explorer.py:explore_round",
+    ]
+    assert down[-1] == "test_explorer.py:_post" and len(down) <= 13
+    assert not any("batching.py" in frame for frame in stack)  # no batcher on the way
+
+
+async def test_a_failed_calls_traceback_names_its_node_and_explorer(
+    traced: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
+    """Every explorer of the failed request records the error with a traceback that shows
+    the node and the explorer's frames and says which round's request it was."""
+    provider, exporter = traced
+
+    def fail_round_0(req: ScriptedRequest) -> int | None:
+        return 400 if "Round" not in req.last_user and "2+2" in req.last_user else None
+
+    async with (
+        ScriptedServer(answer, fail_when=fail_round_0) as srv,
+        OpenAICompatClient(srv.base_url, "scripted", retry=ONE_TRY) as client,
+    ):
+        graph = build_pacore_graph(
+            client=client, config={"rounds": [3]}, tracing=TraceOptions(tracer_provider=provider)
+        )
+        with pytest.raises(RoundFailedError) as failed:
+            await graph.ainvoke({"messages": [{"role": "user", "content": "2+2?"}]})
+    assert "HTTP 400" in str(failed.value)
+    explorers = [s for s in exporter.get_finished_spans() if s.name.startswith("chat ")]
+    assert len(explorers) == 3
+    for span in explorers:
+        (event,) = [e for e in span.events if e.name == "exception"]
+        stack = str((event.attributes or {})["exception.stacktrace"])
+        assert "in _explore_one" in stack and "in _shared_sample" in stack  # node, explorer
+        assert "in _post" in stack  # down to the HTTP call
+        assert "n=3 request for round 0" in stack and "explorers 0-2" in stack
+        assert (span.attributes or {})["error.type"] == "400"

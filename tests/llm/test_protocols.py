@@ -11,6 +11,8 @@ import subprocess
 import sys
 from typing import Any
 
+import pytest
+
 from pacore_graph.llm.client import OpenAICompatClient
 from pacore_graph.llm.multi_client import MultiEndpointClient
 from pacore_graph.llm.protocols import ChatClient, SampleStreamingClient
@@ -41,7 +43,7 @@ def test_the_fake_is_a_chat_client_only_as_far_as_it_goes() -> None:
     assert isinstance(fake, SampleStreamingClient) == hasattr(fake, "stream_each")
 
 
-def test_an_object_without_complete_is_not_a_chat_client() -> None:
+def test_a_chat_client_completes_per_sample_and_closes() -> None:
     class OnlyModel:
         model = "m"
 
@@ -52,8 +54,26 @@ def test_an_object_without_complete_is_not_a_chat_client() -> None:
             return []
 
     assert not isinstance(OnlyModel(), ChatClient)
-    assert isinstance(CompleteOnly(), ChatClient)
+    # The first form of the protocol: adapted where it is given (test_complete_only.py).
+    assert not isinstance(CompleteOnly(), ChatClient)
     assert not isinstance(CompleteOnly(), SampleStreamingClient)
+
+
+async def _method(self: Any, *args: Any, **kwargs: Any) -> None:
+    return None
+
+
+MEMBERS = ("complete", "complete_each", "aclose", "__aenter__", "__aexit__")
+
+
+@pytest.mark.parametrize("missing", MEMBERS)
+def test_each_member_of_the_protocol_is_required(missing: str) -> None:
+    """Nothing below the builder probes a client: what the protocol names, it must have."""
+    members: dict[str, Any] = {name: _method for name in MEMBERS if name != missing}
+    whole = type("Whole", (), {"model": "m", **dict.fromkeys(MEMBERS, _method)})
+    partial = type("Partial", (), {"model": "m", **members})
+    assert isinstance(whole(), ChatClient)
+    assert not isinstance(partial(), ChatClient)
 
 
 def test_the_protocols_import_no_transport() -> None:
