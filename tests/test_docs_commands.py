@@ -548,7 +548,12 @@ class PageRun:
             else:
                 return "nothing answered on its port within 120 s"
             os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C
-            status = proc.wait(timeout=30)
+            try:
+                status = proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:  # this page's failure, with what it printed
+                os.killpg(proc.pid, signal.SIGKILL)
+                printed = proc.communicate(timeout=10)[0] or ""
+                return f"still running 30 s after Ctrl-C; it printed:\n{printed[-2000:]}"
         finally:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
