@@ -139,7 +139,12 @@ async def _run_with(
                 from pacore_graph.eval.methods import build_method_graph
 
                 graph = build_method_graph(
-                    method, client, config=config, compactor=compactor, tracing=trace_options
+                    method,
+                    client,
+                    config=config,
+                    compactor=compactor,
+                    tracing=trace_options,
+                    limits=args.settings.limits(),
                 )
             else:
                 if method is not None:  # pacore:SPEC names the round widths
@@ -156,6 +161,7 @@ async def _run_with(
                     compactor=compactor,
                     template=template,
                     tracing=trace_options,
+                    limits=args.settings.limits(),  # the caps as validated: not built again
                 )
         except (ValueError, TypeError) as exc:
             raise UsageError(str(exc)) from None

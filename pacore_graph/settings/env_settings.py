@@ -24,7 +24,14 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 
-from pydantic import Field, ValidationError, create_model, field_validator, model_validator
+from pydantic import (
+    Field,
+    PrivateAttr,
+    ValidationError,
+    create_model,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     EnvSettingsSource,
@@ -148,6 +155,9 @@ class _SettingsBase(_FlagsThenEnv):
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX)
 
+    _limits: RequestLimits | None = PrivateAttr(default=None)
+    """The caps as validated (built once: :meth:`limits` hands out this one)."""
+
     @field_validator("base_url", mode="before", check_fields=False)
     @classmethod
     def _urls(cls, value: Any) -> Any:
@@ -168,11 +178,14 @@ class _SettingsBase(_FlagsThenEnv):
         except BoundError as exc:
             raise ValueError(f"{env_name(exc.name)}: {exc}") from None
         limits.check_settings(rounds=self.round_widths(), max_tokens=self.max_tokens)
+        self._limits = limits
         return self
 
     def limits(self) -> RequestLimits:
-        """The per-request caps these settings give (``--max-rounds``, ...)."""
-        return RequestLimits(**{name: getattr(self, name) for name in LIMIT_NAMES})
+        """The per-request caps these settings give (``--max-rounds``, ...), built once."""
+        if self._limits is None:
+            self._limits = RequestLimits(**{name: getattr(self, name) for name in LIMIT_NAMES})
+        return self._limits
 
     def round_widths(self) -> list[int]:
         """``rounds`` if given, else the preset's widths (``low`` when neither is)."""

@@ -389,3 +389,16 @@ def test_a_round_control_variable_changes_the_run(
     out = json.loads(capsys.readouterr().out)
     assert out["extra"]["early_stop"]["skipped_widths"] == [2, 1]
     assert len(out["rounds"]) == 1
+
+
+def test_the_caps_are_built_once_from_the_settings_and_handed_out_as_validated() -> None:
+    """Issue 33: one RequestLimits per run, the one the settings checked (the CLI passes it
+    to the graph, so a run's context is capped by --max-tokens-cap, not by the defaults)."""
+    settings = load_settings(
+        {"max_tokens": 50}, env={"PACORE_MAX_TOKENS_CAP": "64", "PACORE_MAX_ROUNDS": "3"}
+    )
+    limits = settings.limits()
+    assert limits is settings.limits()
+    assert (limits.max_tokens_cap, limits.max_rounds) == (64, 3)
+    with pytest.raises(ValidationError, match="over the cap of 64"):
+        load_settings({"max_tokens": 65}, env={"PACORE_MAX_TOKENS_CAP": "64"})
