@@ -349,6 +349,15 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+#: Runs ``bash -c ARGV[1]`` with Ctrl-C's default action, as in a user's terminal: a test run
+#: started in the background (``cmd &``, ``nohup``) inherits SIGINT ignored, and a server
+#: block would then outlive its Ctrl-C (bash itself cannot un-ignore it, Python can).
+_WITH_CTRL_C = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "os.execvp('bash', ['bash', '-c', sys.argv[1]])"
+)
+
+
 def _env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PACORE_", "OTEL_"))}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
@@ -526,7 +535,7 @@ class PageRun:
         if len(ports) != 1:
             return "a run: server block names its one port with --port N"
         proc = subprocess.Popen(
-            ["bash", "-c", "exec " + text.strip()],
+            [sys.executable, "-c", _WITH_CTRL_C, "exec " + text.strip()],
             cwd=self.folder,
             env=_env(),
             stdout=subprocess.PIPE,
