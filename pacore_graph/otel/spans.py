@@ -569,30 +569,26 @@ class RunTracer:
 
         The resumed run opens new spans in the same trace (:meth:`resume`).
         """
-        if run_id is None:
-            return
-        with self._lock:
-            state = self._runs.pop(run_id, None)
-        if state is None:
-            return
-        for span in (state.round_span, state.span):
-            if span is not None:
-                span.set_attribute("pacore.paused", True)
-                span.end()
+        for span in self._pop_open_spans(run_id):
+            span.set_attribute("pacore.paused", True)
+            span.end()
 
     def fail_run(self, run_id: str | None, exc: BaseException) -> None:
         """End the run's open spans with an error status (called when any node raises)."""
+        for span in self._pop_open_spans(run_id):
+            span.record_exception(exc)
+            span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+            span.end()
+
+    def _pop_open_spans(self, run_id: str | None) -> list[Span]:
+        """The run's open round and root spans (innermost first), forgotten by the tracer."""
         if run_id is None:
-            return
+            return []
         with self._lock:
             state = self._runs.pop(run_id, None)
         if state is None:
-            return
-        for span in (state.round_span, state.span):
-            if span is not None:
-                span.record_exception(exc)
-                span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
-                span.end()
+            return []
+        return [span for span in (state.round_span, state.span) if span is not None]
 
     # ---------------------------------------------------------------- round
     def start_round(self, run_id: str, index: int, width: int, references: Sequence[str]) -> None:
