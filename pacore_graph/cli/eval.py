@@ -91,8 +91,10 @@ async def _eval_with(
     # The methods' own settings go in the report: evals differing in one are told apart.
     report_meta = {**(meta or {"dataset": str(args.dataset)}), **method_settings(methods, config)}
 
-    async with open_endpoint(args.settings) as endpoint:
-        client = make_client(args.settings, endpoint, config)
+    async with (
+        open_endpoint(args.settings) as endpoint,
+        make_client(args.settings, endpoint, config) as client,
+    ):
         try:
             with run_tracing(args.settings) as trace_options:
                 async with checkpoint_saver(
@@ -115,8 +117,6 @@ async def _eval_with(
                     )
         except ValueError as exc:
             raise UsageError(str(exc)) from None
-        finally:
-            await client.aclose()
     print(outcome.report_md.read_text(encoding="utf-8"))
     print(f"wrote {outcome.report_json}, {outcome.report_md}, {outcome.plot}")
     return EXIT_SKIPPED_INPUT if input_errors else EXIT_OK

@@ -133,39 +133,40 @@ async def _run_with(
             await importing
         from pacore_graph.graph.builder import ainvoke_pacore, build_pacore_graph
 
-        client = make_client(args.settings, endpoint, config)
-        try:
-            if method is not None and method.family != "pacore":
-                from pacore_graph.eval.methods import build_method_graph
+        async with make_client(args.settings, endpoint, config) as client:
+            try:
+                if method is not None and method.family != "pacore":
+                    from pacore_graph.eval.methods import build_method_graph
 
-                graph = build_method_graph(
-                    method,
-                    client,
-                    config=config,
-                    compactor=compactor,
-                    tracing=trace_options,
-                    limits=args.settings.limits(),
-                )
-            else:
-                if method is not None:  # pacore:SPEC names the round widths
-                    config = config.with_settings({"rounds": list(method.rounds)})
-                build: Any = build_pacore_graph
-                if config.asks_confidence:  # --reference-filter, --consensus-weight
-                    from pacore_graph.graphs.pacore_confidence import build_pacore_confidence_graph
+                    graph = build_method_graph(
+                        method,
+                        client,
+                        config=config,
+                        compactor=compactor,
+                        tracing=trace_options,
+                        limits=args.settings.limits(),
+                    )
+                else:
+                    if method is not None:  # pacore:SPEC names the round widths
+                        config = config.with_settings({"rounds": list(method.rounds)})
+                    build: Any = build_pacore_graph
+                    if config.asks_confidence:  # --reference-filter, --consensus-weight
+                        from pacore_graph.graphs.pacore_confidence import (
+                            build_pacore_confidence_graph,
+                        )
 
-                    build = build_pacore_confidence_graph
-                # A plain run builds PaCoRe alone: no other method's module is imported.
-                graph = build(
-                    client,
-                    config=config,
-                    compactor=compactor,
-                    template=template,
-                    tracing=trace_options,
-                    limits=args.settings.limits(),  # the caps as validated: not built again
-                )
-        except (ValueError, TypeError) as exc:
-            raise UsageError(str(exc)) from None
-        try:
+                        build = build_pacore_confidence_graph
+                    # A plain run builds PaCoRe alone: no other method's module is imported.
+                    graph = build(
+                        client,
+                        config=config,
+                        compactor=compactor,
+                        template=template,
+                        tracing=trace_options,
+                        limits=args.settings.limits(),  # the caps as validated: not built again
+                    )
+            except (ValueError, TypeError) as exc:
+                raise UsageError(str(exc)) from None
             if args.input is None:
                 question = args.question
                 assert question is not None  # run_command: a QUESTION or --input
@@ -226,8 +227,6 @@ async def _run_with(
             if summary.failed:
                 return EXIT_FAILED
             return EXIT_SKIPPED_INPUT if input_errors else EXIT_OK
-        finally:
-            await client.aclose()
 
 
 def _template(path: Path | None) -> str:

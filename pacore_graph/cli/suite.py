@@ -91,8 +91,10 @@ async def run_suite(args: EvalArgs, category_graders: dict[str, Any]) -> int:
 
     private_dir(args.out)
     with hold_output(args.out / RESULTS, "--out"):
-        async with open_endpoint(args.settings) as endpoint:
-            client = make_client(args.settings, endpoint, config)
+        async with (
+            open_endpoint(args.settings) as endpoint,
+            make_client(args.settings, endpoint, config) as client,
+        ):
             try:
                 path = await run_table1(
                     client,
@@ -108,8 +110,6 @@ async def run_suite(args: EvalArgs, category_graders: dict[str, Any]) -> int:
                 )
             except (ValueError, DatasetError) as exc:
                 raise UsageError(str(exc)) from None
-            finally:
-                await client.aclose()
     print(path.read_text(encoding="utf-8"))
     print(f"wrote {path}", file=sys.stderr)
     return EXIT_OK

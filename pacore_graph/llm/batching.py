@@ -73,7 +73,7 @@ class SampleBatcher:
         self.limiter = limiter
         self.params = params
         self.enabled = enabled
-        self.stream_samples = stream_samples and streams_samples(client)
+        self.stream_samples = stream_samples and streams_samples(self.client)
         """Chunks are streamed requests whose samples resolve one by one (see module doc)."""
         self.window_s = window_s
         self._groups: weakref.WeakKeyDictionary[
